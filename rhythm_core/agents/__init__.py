@@ -1,0 +1,27 @@
+"""Agents: random, heuristic, heuristic_const_belief, bayes (the Bayesian teacher), oracle."""
+
+from .base import Agent, Decision
+from .bayes import BayesAgent
+from .oracle import OracleAgent
+from .simple import HeuristicAgent, HeuristicConstBeliefAgent, RandomAgent, heuristic_actions
+
+AGENTS: dict[str, type[Agent]] = {
+    "random": RandomAgent,
+    "heuristic": HeuristicAgent,
+    "heuristic_const_belief": HeuristicConstBeliefAgent,
+    "bayes": BayesAgent,
+    "oracle": OracleAgent,
+}
+
+
+def get_agent(name: str, **kwargs) -> Agent:
+    try:
+        return AGENTS[name](**kwargs)
+    except KeyError:
+        raise ValueError(f"unknown agent {name!r}; allowed: {', '.join(AGENTS)}") from None
+
+
+__all__ = [
+    "AGENTS", "Agent", "BayesAgent", "Decision", "HeuristicAgent", "HeuristicConstBeliefAgent",
+    "OracleAgent", "RandomAgent", "get_agent", "heuristic_actions",
+]

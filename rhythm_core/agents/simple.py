@@ -1,0 +1,64 @@
+"""Baselines that ignore who the person is: random, the fixed-priority heuristic, and the heuristic
+with a constant prior-mean belief."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import rng
+from ..env import BatchObservation
+from ..spec import ACTION_INDEX, ACTIONS, BELIEF_DIMS, SLOTS
+from .base import Agent, Decision
+
+_RANDOM_STREAM = rng.stream_id("agent:random")
+_A = ACTION_INDEX
+
+
+class RandomAgent(Agent):
+    """Uniform over the ten actions, seeded by (episode seed, step)."""
+
+    name = "random"
+
+    def act(self, obs: BatchObservation) -> Decision:
+        u = rng.uniform(_RANDOM_STREAM, self.seeds, obs.step)
+        return Decision(actions=np.minimum((u * len(ACTIONS)).astype(np.int64), len(ACTIONS) - 1))
+
+
+def heuristic_actions(meters: np.ndarray, slot: int) -> np.ndarray:
+    """The fixed priority list (first rule that fires wins), vectorized over episodes:
+
+    night -> SLEEP; vitality < 0.25 -> NAP; serenity < 0.30 -> MEDITATE; connection < 0.30 ->
+    SOCIALIZE; morning/afternoon -> DEEP_WORK if cognition >= 0.35 else SHALLOW_WORK;
+    evening -> FAMILY_TIME if connection < 0.5 else LEISURE.
+    """
+    v, c, s, n = meters[:, 0], meters[:, 1], meters[:, 3], meters[:, 4]
+    if slot == SLOTS.index("night"):
+        return np.full(len(meters), _A["SLEEP"], dtype=np.int64)
+    if slot == SLOTS.index("evening"):
+        default = np.where(n < 0.5, _A["FAMILY_TIME"], _A["LEISURE"])
+    else:
+        default = np.where(c >= 0.35, _A["DEEP_WORK"], _A["SHALLOW_WORK"])
+    return np.select(
+        [v < 0.25, s < 0.30, n < 0.30],
+        [_A["NAP"], _A["MEDITATE"], _A["SOCIALIZE"]],
+        default=default,
+    ).astype(np.int64)
+
+
+class HeuristicAgent(Agent):
+    name = "heuristic"
+
+    def act(self, obs: BatchObservation) -> Decision:
+        return Decision(actions=heuristic_actions(obs.meters, obs.slot))
+
+
+class HeuristicConstBeliefAgent(HeuristicAgent):
+    """The heuristic plus a constant belief of 0.5 on every dimension (the population prior mean)."""
+
+    name = "heuristic_const_belief"
+    emits_belief = True
+
+    def act(self, obs: BatchObservation) -> Decision:
+        decision = super().act(obs)
+        decision.beliefs = np.full((len(obs), len(BELIEF_DIMS)), 0.5)
+        return decision

@@ -1,0 +1,83 @@
+"""The three evaluation conditions, their disjoint seed ranges and the seed-range parser."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Condition:
+    name: str
+    first_seed: int
+    last_seed: int  # inclusive
+    description: str
+
+    def contains(self, seed: int) -> bool:
+        return self.first_seed <= seed <= self.last_seed
+
+
+CONDITIONS: dict[str, Condition] = {
+    "continuous": Condition("continuous", 0, 9_999, "in-distribution profiles (correlated factors)"),
+    "ood": Condition("ood", 10_000, 19_999, "shifted profiles: more extreme, less correlated factors"),
+    "discrete3": Condition("discrete3", 20_000, 29_999, "legacy fixed profiles: introvert, extrovert, workaholic"),
+}
+
+# Seeds reserved for evaluation. Training data (teacher rollouts) must come from TRAINING_SEEDS only.
+EVAL_SEEDS: dict[str, range] = {
+    "continuous": range(0, 1_000),
+    "ood": range(10_000, 20_000),
+    "discrete3": range(20_000, 30_000),
+}
+TRAINING_SEEDS: dict[str, range] = {"continuous": range(1_000, 10_000)}
+
+
+def get_condition(name: str) -> Condition:
+    try:
+        return CONDITIONS[name]
+    except KeyError:
+        raise ValueError(f"unknown condition {name!r}; allowed: {', '.join(CONDITIONS)}") from None
+
+
+def _describe_ranges() -> str:
+    return ", ".join(f"{c.name} {c.first_seed}-{c.last_seed}" for c in CONDITIONS.values())
+
+
+def check_seed(condition: str, seed: int) -> int:
+    """Return the seed as int, or raise a ValueError naming the value and the allowed range."""
+    cond = get_condition(condition)
+    if isinstance(seed, bool) or int(seed) != seed:
+        raise ValueError(f"seed {seed!r} is not an integer")
+    seed = int(seed)
+    if not cond.contains(seed):
+        raise ValueError(
+            f"seed {seed} is outside the {cond.name} range {cond.first_seed}-{cond.last_seed} "
+            f"(seed ranges: {_describe_ranges()})"
+        )
+    return seed
+
+
+def parse_seeds(spec: str) -> list[int]:
+    """Parse "0-199", "5", "1,2,10-12" into a sorted list of unique seeds."""
+    seeds: set[int] = set()
+    for part in str(spec).split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            if "-" in part[1:]:
+                lo_s, hi_s = part.split("-", 1) if not part.startswith("-") else (part, "")
+                lo, hi = int(lo_s), int(hi_s)
+                if hi < lo:
+                    raise ValueError
+                seeds.update(range(lo, hi + 1))
+            else:
+                seeds.add(int(part))
+        except ValueError:
+            raise ValueError(f"bad seed range {part!r}; expected forms like 0-199, 7 or 1,2,10-12") from None
+    if not seeds:
+        raise ValueError(f"seed spec {spec!r} names no seeds")
+    return sorted(seeds)
+
+
+def is_evaluation_seed(condition: str, seed: int) -> bool:
+    return seed in EVAL_SEEDS[condition]

@@ -1,0 +1,17 @@
+"""Versioned graders. `get_grader("v2")`, `get_grader("v3")`; each has `.version` and `.grade()`."""
+
+from .base import GradeResult, Grader
+from .v2 import GraderV2
+from .v3 import GraderV3
+
+GRADERS: dict[str, type[Grader]] = {"v2": GraderV2, "v3": GraderV3}
+
+
+def get_grader(name: str) -> Grader:
+    try:
+        return GRADERS[name]()
+    except KeyError:
+        raise ValueError(f"unknown grader {name!r}; allowed: {', '.join(GRADERS)}") from None
+
+
+__all__ = ["GRADERS", "GradeResult", "Grader", "GraderV2", "GraderV3", "get_grader"]
