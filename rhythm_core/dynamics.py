@@ -40,7 +40,6 @@ def _build() -> np.ndarray:
             for s in slots:
                 table[ACTIONS.index(a), SLOTS.index(s), METERS.index(meter), k, i] += coef
 
-    work = ["DEEP_WORK", "SHALLOW_WORK", "LEARN"]
     awake = [a for a in ACTIONS if a != "SLEEP"]
     late = ["evening", "night"]
 

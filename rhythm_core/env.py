@@ -16,7 +16,7 @@ from . import rng
 from .conditions import check_seed, get_condition
 from .dynamics import INITIAL_JITTER, INITIAL_METERS, NOISE_SD, expected_delta, neutral_tensor, profile_tensor
 from .profiles import sample_factors
-from .spec import ACTIONS, CRASH_THRESHOLD, DAYS, METERS, SLOTS, STEPS_PER_EPISODE, action_index, true_belief
+from .spec import ACTIONS, CRASH_THRESHOLD, DAYS, FACTORS, METERS, SLOTS, STEPS_PER_EPISODE, action_index, true_belief
 
 _NOISE_STREAM = rng.stream_id("noise")
 _INIT_STREAM = rng.stream_id("initial-meters")
@@ -147,12 +147,20 @@ class VectorRhythmEnv:
         get_condition(self.condition)
 
     # ---- lifecycle -------------------------------------------------------------------------
-    def reset(self, seeds) -> tuple[BatchObservation, dict]:
+    def reset(self, seeds, options: dict | None = None) -> tuple[BatchObservation, dict]:
+        """Start one episode per seed. `options={"factors": (N, 9) array}` replaces the hidden
+        profiles (counterfactual studies and tests: e.g. the neutral profile, all 0.5)."""
         seeds = np.atleast_1d(np.asarray(seeds, dtype=np.int64))
         for s in np.unique(seeds):
             check_seed(self.condition, int(s))
         self._seeds = seeds
-        self.factors = sample_factors(self.condition, seeds)
+        factors = (options or {}).get("factors")
+        if factors is None:
+            self.factors = sample_factors(self.condition, seeds)
+        else:
+            self.factors = np.broadcast_to(np.asarray(factors, dtype=np.float64), (len(seeds), len(FACTORS))).copy()
+            if not ((self.factors >= 0.0) & (self.factors <= 1.0)).all():
+                raise ValueError("options['factors'] must lie in [0, 1]")
         self._tensor = profile_tensor(self.factors)  # (N, actions, slots, meters, 1 + meters)
         self._noise = _noise_table(seeds)
         n = len(seeds)
@@ -262,7 +270,7 @@ class RhythmEnv:
 
     def reset(self, *, seed: int, options: dict | None = None) -> tuple[Observation, dict]:
         seed = check_seed(self.condition, seed)
-        batch, _ = self._vec.reset([seed])
+        batch, _ = self._vec.reset([seed], options)
         return batch.item(0), {"seed": seed, "condition": self.condition}
 
     def step(self, action) -> tuple[Observation, float, bool, bool, dict]:

@@ -8,7 +8,7 @@ in-distribution is mis-specified there. discrete3 cycles three fixed legacy prof
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 
@@ -71,7 +71,7 @@ def discrete_profile_name(seed: int) -> str:
     return DISCRETE_NAMES[int(seed) % len(DISCRETE_NAMES)]
 
 
-@lru_cache(maxsize=None)
+@cache
 def prior_stats(condition: str) -> tuple[np.ndarray, float]:
     """Population prior of a condition: (mean true belief (3,), expected MAE of that constant).
 

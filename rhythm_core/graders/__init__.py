@@ -1,6 +1,6 @@
 """Versioned graders. `get_grader("v2")`, `get_grader("v3")`; each has `.version` and `.grade()`."""
 
-from .base import GradeResult, Grader
+from .base import Grader, GradeResult
 from .v2 import GraderV2
 from .v3 import GraderV3
 

@@ -1,0 +1,40 @@
+# The two commands: `make demo` (set up and run the main job on the embedded default) and
+# `make test` (set up, lint, run the tests). Both create .venv on first use.
+VENV ?= .venv
+PYTHON ?= python3
+# CPU installs pin torch to the local CPU wheel; any other torch request pulls GBs of CUDA packages.
+TORCH_SPEC ?= torch==2.13.0
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test test-slow install lint bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q "$(TORCH_SPEC)"
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	@for c in continuous ood discrete3; do \
+		$(BIN)/rhythm baselines --condition $$c --seeds $$(case $$c in continuous) echo 0-199;; ood) echo 10000-10199;; discrete3) echo 20000-20199;; esac) --grader v3 || exit 1; \
+	done
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q -m "not slow"
+
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -q -m slow
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/env_throughput.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

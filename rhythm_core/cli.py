@@ -1,0 +1,72 @@
+"""The `rhythm` command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .conditions import CONDITIONS, check_seed, parse_seeds
+
+
+def _agents_arg(text: str) -> list[str]:
+    from .agents import AGENTS
+
+    names = [a.strip() for a in text.split(",") if a.strip()]
+    unknown = [a for a in names if a not in AGENTS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown agent(s) {', '.join(unknown) or text!r}; allowed: {', '.join(AGENTS)}")
+    return names
+
+
+def _cmd_baselines(args) -> int:
+    import polars as pl
+    from tqdm import tqdm
+
+    from .evaluation import BASELINE_AGENTS, baselines_table, run_baselines
+
+    seeds = parse_seeds(args.seeds)
+    for seed in (seeds[0], seeds[-1]):
+        check_seed(args.condition, seed)
+    agents = args.agents or list(BASELINE_AGENTS)
+    with tqdm(total=len(seeds) * len(agents), desc="episodes", unit="ep", disable=args.json or None,
+              file=sys.stderr) as bar:
+        result = run_baselines(args.condition, seeds, args.grader, agents, on_progress=lambda _a, n: bar.update(n))
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(f"condition={result['condition']} grader={result['grader']} episodes={result['n_episodes']}")
+    with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=200, tbl_hide_dataframe_shape=True,
+                   tbl_hide_column_data_types=True, float_precision=3):
+        print(baselines_table(result))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .graders import GRADERS
+
+    parser = argparse.ArgumentParser(prog="rhythm", description="RhythmEnv distillation toolkit")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("baselines", help="score the baseline agents on a condition")
+    p.add_argument("--condition", choices=list(CONDITIONS), default="continuous")
+    p.add_argument("--seeds", default="0-199", help="seed range, e.g. 0-199 or 1,2,10-12")
+    p.add_argument("--grader", choices=list(GRADERS), default="v3")
+    p.add_argument("--agents", type=_agents_arg, default=None, help="comma-separated agent names")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    p.set_defaults(func=_cmd_baselines)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except ValueError as exc:
+        print(f"rhythm {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
