@@ -15,7 +15,8 @@ def _agents_arg(text: str) -> list[str]:
     names = [a.strip() for a in text.split(",") if a.strip()]
     unknown = [a for a in names if a not in AGENTS]
     if unknown or not names:
-        raise argparse.ArgumentTypeError(f"unknown agent(s) {', '.join(unknown) or text!r}; allowed: {', '.join(AGENTS)}")
+        shown = ", ".join(unknown) if unknown else repr(text)
+        raise argparse.ArgumentTypeError(f"unknown agent(s) {shown}; allowed: {', '.join(AGENTS)}")
     return names
 
 

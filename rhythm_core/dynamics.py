@@ -143,33 +143,43 @@ def _build() -> np.ndarray:
 
 
 TRANSITION = _build()  # (actions, slots, meters, 1 + meters, 1 + factors)
+_NEUTRAL = np.ascontiguousarray(TRANSITION[..., 0])
 
 
-def profile_tensor(factors: np.ndarray) -> np.ndarray:
-    """Contract the transition tensor with profiles: (N, 9) -> (N, actions, slots, meters, 1 + meters)."""
-    x = np.concatenate([np.ones((factors.shape[0], 1)), factors - 0.5], axis=1)
-    return np.tensordot(x, TRANSITION, axes=([1], [4]))
+def centred(factors: np.ndarray) -> np.ndarray:
+    """(N, 9) factors -> (N, 10) x~ = (1, factors - 0.5), the profile as the model consumes it."""
+    return np.concatenate([np.ones((factors.shape[0], 1)), factors - 0.5], axis=1)
 
 
-def neutral_tensor() -> np.ndarray:
-    """The neutral profile's (x = 0) contraction: (actions, slots, meters, 1 + meters)."""
-    return TRANSITION[..., 0]
-
-
-def expected_delta(rows: np.ndarray, meters: np.ndarray) -> np.ndarray:
-    """rows (N, meters, 1 + meters) from a profile tensor, meters (N, 5) -> expected deltas (N, 5).
-
-    Written as an explicit sum in a fixed order so a batch of 1 and a batch of 4,096 give bitwise
-    identical results (the scalar env and the vector env share this function).
-    """
-    out = rows[:, :, 0].copy()
+def _contract_state(blocks: np.ndarray, meters: np.ndarray) -> np.ndarray:
+    """blocks (N, meters, 1 + meters, ...) -> (N, meters, ...) summed with m~ in a fixed order."""
+    scale = (slice(None),) + (None,) * (blocks.ndim - 2)  # broadcast m_k over trailing axes
+    out = blocks[:, :, 0].copy()
     for k in range(meters.shape[1]):
-        out += rows[:, :, k + 1] * meters[:, k : k + 1]
+        out += blocks[:, :, k + 1] * meters[:, k][scale]
     return out
 
 
-def profile_jacobian(actions: np.ndarray, slots: np.ndarray, meters: np.ndarray) -> np.ndarray:
-    """d(delta)/d(factors) at the given state: (N,) actions, (N,) slots, (N, 5) meters -> (N, 5, 9)."""
-    blocks = TRANSITION[actions, slots][..., 1:]  # (N, meters, 1 + meters, factors)
-    m = np.concatenate([np.ones((meters.shape[0], 1)), meters], axis=1)
-    return np.einsum("njkf,nk->njf", blocks, m)
+def expected_delta(actions: np.ndarray, slot, meters: np.ndarray, profile: np.ndarray) -> np.ndarray:
+    """Expected meter change (N, 5) for actions (N,) in slot (int or (N,)) from meters (N, 5) for
+    centred profiles (N, 10).
+
+    Every element is computed by the same sequence of scalar operations whatever N is, so a batch
+    of one and a batch of 4,096 give bitwise identical results (the scalar and vector env, and an
+    agent's episode alone or in a crowd, agree exactly). No BLAS call, whose blocking depends on N.
+    """
+    per_factor = _contract_state(TRANSITION[actions, slot], meters)  # (N, meters, 1 + factors)
+    out = per_factor[:, :, 0].copy()
+    for i in range(1, per_factor.shape[2]):
+        out += per_factor[:, :, i] * profile[:, i, None]
+    return out
+
+
+def neutral_delta(actions: np.ndarray, slot, meters: np.ndarray) -> np.ndarray:
+    """What the neutral profile (all factors 0.5) would get: (N, 5)."""
+    return _contract_state(_NEUTRAL[actions, slot], meters)
+
+
+def profile_jacobian(actions: np.ndarray, slot, meters: np.ndarray) -> np.ndarray:
+    """d(delta)/d(factors) at the given state: (N,) actions, slot, (N, 5) meters -> (N, 5, 9)."""
+    return _contract_state(TRANSITION[actions, slot][..., 1:], meters)

@@ -14,13 +14,12 @@ import numpy as np
 
 from . import rng
 from .conditions import check_seed, get_condition
-from .dynamics import INITIAL_JITTER, INITIAL_METERS, NOISE_SD, expected_delta, neutral_tensor, profile_tensor
+from .dynamics import INITIAL_JITTER, INITIAL_METERS, NOISE_SD, centred, expected_delta, neutral_delta
 from .profiles import sample_factors
 from .spec import ACTIONS, CRASH_THRESHOLD, DAYS, FACTORS, METERS, SLOTS, STEPS_PER_EPISODE, action_index, true_belief
 
 _NOISE_STREAM = rng.stream_id("noise")
 _INIT_STREAM = rng.stream_id("initial-meters")
-_NEUTRAL = neutral_tensor()
 _N_METERS = len(METERS)
 
 
@@ -161,10 +160,9 @@ class VectorRhythmEnv:
             self.factors = np.broadcast_to(np.asarray(factors, dtype=np.float64), (len(seeds), len(FACTORS))).copy()
             if not ((self.factors >= 0.0) & (self.factors <= 1.0)).all():
                 raise ValueError("options['factors'] must lie in [0, 1]")
-        self._tensor = profile_tensor(self.factors)  # (N, actions, slots, meters, 1 + meters)
+        self._profile = centred(self.factors)
         self._noise = _noise_table(seeds)
         n = len(seeds)
-        self._rows = np.arange(n)
         self.t = 0
         self.meters = _initial_meters(seeds)
         self.last_action = np.full(n, -1, dtype=np.int64)
@@ -188,9 +186,8 @@ class VectorRhythmEnv:
             raise ValueError(f"unknown action index {bad}; allowed 0-{len(ACTIONS) - 1}: {', '.join(ACTIONS)}")
         slot = self.t % len(SLOTS)
         before = self.meters
-        rows = self._tensor[self._rows, actions, slot]
-        after = np.clip(before + expected_delta(rows, before) + self._noise[:, self.t], 0.0, 1.0)
-        neutral_after = np.clip(before + expected_delta(_NEUTRAL[actions, slot], before), 0.0, 1.0)
+        after = np.clip(before + expected_delta(actions, slot, before, self._profile) + self._noise[:, self.t], 0.0, 1.0)
+        neutral_after = np.clip(before + neutral_delta(actions, slot, before), 0.0, 1.0)
         self.last_delta = after - before
         self.anomaly = after - neutral_after
         self.meters = after
@@ -221,8 +218,9 @@ class VectorRhythmEnv:
         return true_belief(self.factors)
 
     @property
-    def profile_tensor(self) -> np.ndarray:
-        return self._tensor
+    def centred_profile(self) -> np.ndarray:
+        """(N, 10) profile in the transition model's form (see dynamics.centred)."""
+        return self._profile
 
     # ---- snapshot / restore -----------------------------------------------------------------
     def snapshot(self) -> EnvState:

@@ -63,7 +63,11 @@ def sample_factors(condition: str, seeds) -> np.ndarray:
     rho, scale = _COPULA[condition]
     chol = np.linalg.cholesky(copula_correlation(rho))
     eps = rng.normal(_PROFILE_STREAM, seeds[:, None], np.arange(_N_FACTORS)[None, :])
-    z = eps @ chol.T
+    # z = eps @ chol.T, summed in a fixed order: a BLAS matmul rounds differently depending on the
+    # batch size, and a profile must be a function of its seed alone.
+    z = np.zeros_like(eps)
+    for k in range(_N_FACTORS):
+        z += eps[:, k, None] * chol[:, k]
     return rng.norm_cdf(scale * z)
 
 

@@ -74,8 +74,15 @@ def action_index(name: str) -> int:
 
 
 def true_belief(factors: np.ndarray) -> np.ndarray:
-    """Map profile factors (..., 9) to the true belief (..., 3) over (social, morning, work)."""
-    return factors @ BELIEF_WEIGHTS.T + BELIEF_OFFSET
+    """Map profile factors (..., 9) to the true belief (..., 3) over (social, morning, work).
+
+    Summed factor by factor rather than with a matmul, whose rounding depends on the batch size.
+    """
+    factors = np.asarray(factors, dtype=np.float64)
+    out = np.broadcast_to(BELIEF_OFFSET, (*factors.shape[:-1], len(BELIEF_DIMS))).copy()
+    for f in range(len(FACTORS)):
+        out += factors[..., f, None] * BELIEF_WEIGHTS[:, f]
+    return out
 
 
 def belief_to_dict(belief) -> dict[str, float]:

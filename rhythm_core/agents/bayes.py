@@ -20,15 +20,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dynamics import NOISE_SD, expected_delta, neutral_tensor, profile_jacobian, profile_tensor
+from ..dynamics import NOISE_SD, neutral_delta, profile_jacobian
 from ..env import BatchObservation, VectorRhythmEnv
 from ..profiles import gaussian_prior
-from ..spec import ACTIONS, BELIEF_DIMS, BELIEF_OFFSET, BELIEF_WEIGHTS, FACTORS, METERS, SLOTS, STEPS_PER_EPISODE
+from ..spec import ACTIONS, BELIEF_DIMS, BELIEF_WEIGHTS, FACTORS, METERS, SLOTS, STEPS_PER_EPISODE, true_belief
 from .base import Agent, Decision
 from .planner import action_values
 
 INFO_WEIGHT = 0.5
-_NEUTRAL = neutral_tensor()
 _W = BELIEF_WEIGHTS
 
 
@@ -55,8 +54,8 @@ class BayesAgent(Agent):
         if obs.step == 0 or self._prev_meters is None:
             return
         before, acts, slot = self._prev_meters, self._prev_action, (obs.step - 1) % len(SLOTS)
-        h = profile_jacobian(acts, np.full(len(acts), slot), before)
-        neutral_raw = before + expected_delta(_NEUTRAL[acts, slot], before)
+        h = profile_jacobian(acts, slot, before)
+        neutral_raw = before + neutral_delta(acts, slot, before)
         usable = (obs.meters > 0.0) & (obs.meters < 1.0) & (neutral_raw >= 0.0) & (neutral_raw <= 1.0)
         h = h * usable[:, :, None]
         y = obs.anomaly * usable
@@ -76,14 +75,14 @@ class BayesAgent(Agent):
 
     def belief(self) -> tuple[np.ndarray, np.ndarray]:
         """Posterior mean belief (N, 3) and its standard deviation (N, 3)."""
-        mean = np.clip((self.mu + 0.5) @ _W.T + BELIEF_OFFSET, 0.0, 1.0)
+        mean = np.clip(true_belief(self.mu + 0.5), 0.0, 1.0)
         var = np.einsum("df,nfg,dg->nd", _W, self.cov, _W)
         return mean, np.sqrt(np.maximum(var, 0.0))
 
     def information_gain(self, meters: np.ndarray, slot: int) -> np.ndarray:
         """Expected reduction of the summed belief variance for each action (N, 10)."""
         n, a = len(meters), len(ACTIONS)
-        h = profile_jacobian(np.tile(np.arange(a), n), np.full(n * a, slot), np.repeat(meters, a, axis=0))
+        h = profile_jacobian(np.tile(np.arange(a), n), slot, np.repeat(meters, a, axis=0))
         cov = np.repeat(self.cov, a, axis=0)
         g = h @ cov @ _W.T  # (N*A, 5, 3)
         s = h @ cov @ h.transpose(0, 2, 1) + NOISE_SD**2 * np.eye(len(METERS))
@@ -94,7 +93,7 @@ class BayesAgent(Agent):
     def act(self, obs: BatchObservation) -> Decision:
         self._update(obs)
         factors = self.factor_estimate()
-        values = action_values(profile_tensor(factors), obs.meters, obs.step, factors)
+        values = action_values(obs.meters, obs.step, factors)
         remaining = (STEPS_PER_EPISODE - obs.step) / STEPS_PER_EPISODE
         info = self.information_gain(obs.meters, obs.slot)
         total = values + self.info_weight * remaining * info

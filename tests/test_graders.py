@@ -1,0 +1,74 @@
+import numpy as np
+import pytest
+
+from rhythm_core.graders import GRADERS, get_grader
+from rhythm_core.profiles import prior_stats
+
+
+def with_beliefs(episodes, belief):
+    """A copy of the episodes whose agent states `belief` ((N, 3) or (3,)) at every step."""
+    out = episodes.subset(slice(None))
+    out.beliefs = np.broadcast_to(np.asarray(belief, dtype=float)[..., None, :], out.beliefs.shape).copy()
+    return out
+
+
+def test_registry_and_versions():
+    assert get_grader("v2").version == "v2" and get_grader("v3").version == "v3"
+    with pytest.raises(ValueError, match="unknown grader 'v9'; allowed: v2, v3"):
+        get_grader("v9")
+
+
+@pytest.mark.parametrize("name", list(GRADERS))
+def test_scores_in_unit_interval_and_single_matches_batch(name, rollouts):
+    grader = get_grader(name)
+    episodes = rollouts("random", count=100)
+    scores, parts = grader.grade_batch(episodes)
+    assert scores.min() >= 0.0 and scores.max() <= 1.0
+    assert set(parts) == set(grader.weights)
+    one = grader.grade(episodes.subset(slice(3, 4)))
+    assert one.final_score == pytest.approx(scores[3])
+    assert one.components == pytest.approx({k: v[3] for k, v in parts.items()})
+    with pytest.raises(ValueError, match="one episode"):
+        grader.grade(episodes)
+
+
+def test_v3_perfect_belief_scores_one_and_prior_mean_scores_zero(rollouts):
+    grader = get_grader("v3")
+    episodes = rollouts("heuristic", count=2000)
+    perfect = grader.grade_batch(with_beliefs(episodes, episodes.true_belief))[1]["belief_skill"]
+    assert np.allclose(perfect, 1.0)
+    const = grader.grade_batch(with_beliefs(episodes, [0.5, 0.5, 0.5]))[1]["belief_skill"]
+    assert abs(const.mean()) <= 0.03
+    prior_mean, _ = prior_stats("continuous")
+    prior = grader.grade_batch(with_beliefs(episodes, prior_mean))[1]["belief_skill"]
+    assert abs(prior.mean()) <= 0.03
+    # A belief worse than the prior earns negative skill; no belief earns exactly nothing.
+    wrong = grader.grade_batch(with_beliefs(episodes, 1.0 - episodes.true_belief))[1]["belief_skill"]
+    assert wrong.mean() < -0.5
+    assert np.all(grader.grade_batch(episodes)[1]["belief_skill"] == 0.0)
+
+
+def test_v2_belief_component(rollouts):
+    grader = get_grader("v2")
+    episodes = rollouts("heuristic", count=500)
+    assert np.all(grader.grade_batch(episodes)[1]["belief_accuracy"] == 0.0)  # no belief stated
+    acc = grader.grade_batch(with_beliefs(episodes, [0.5, 0.5, 0.5]))[1]["belief_accuracy"]
+    assert 0.78 <= acc.mean() <= 0.82  # constant-belief MAE 0.18-0.22
+    assert np.allclose(grader.grade_batch(with_beliefs(episodes, episodes.true_belief))[1]["belief_accuracy"], 1.0)
+
+
+def test_v3_wellbeing_depends_on_the_persons_preferences(rollouts):
+    """Same meters, different person: v3's wellbeing changes, v2's does not."""
+    episodes = rollouts("heuristic", count=50)
+    social = episodes.subset(slice(None))
+    social.factors = episodes.factors.copy()
+    social.factors[:, 1] = 1.0  # values connection highly
+    loner = episodes.subset(slice(None))
+    loner.factors = episodes.factors.copy()
+    loner.factors[:, 1] = 0.0
+    v3 = get_grader("v3")
+    a = v3.grade_batch(social)[1]["preference_wellbeing"]
+    b = v3.grade_batch(loner)[1]["preference_wellbeing"]
+    assert not np.allclose(a, b)
+    v2 = get_grader("v2")
+    assert np.array_equal(v2.grade_batch(social)[1]["wellbeing"], v2.grade_batch(loner)[1]["wellbeing"])
