@@ -144,35 +144,42 @@ def _build() -> np.ndarray:
 
 TRANSITION = _build()  # (actions, slots, meters, 1 + meters, 1 + factors)
 _NEUTRAL = np.ascontiguousarray(TRANSITION[..., 0])
-
-
-def centred(factors: np.ndarray) -> np.ndarray:
-    """(N, 9) factors -> (N, 10) x~ = (1, factors - 0.5), the profile as the model consumes it."""
-    return np.concatenate([np.ones((factors.shape[0], 1)), factors - 0.5], axis=1)
+_BY_FACTOR = np.ascontiguousarray(np.moveaxis(TRANSITION, -1, 0).reshape(TRANSITION.shape[-1], -1))
+_FACTOR_COLUMNS = [(np.flatnonzero(row), row[np.flatnonzero(row)]) for row in _BY_FACTOR[1:]]
 
 
 def _contract_state(blocks: np.ndarray, meters: np.ndarray) -> np.ndarray:
-    """blocks (N, meters, 1 + meters, ...) -> (N, meters, ...) summed with m~ in a fixed order."""
-    scale = (slice(None),) + (None,) * (blocks.ndim - 2)  # broadcast m_k over trailing axes
-    out = blocks[:, :, 0].copy()
-    for k in range(meters.shape[1]):
-        out += blocks[:, :, k + 1] * meters[:, k][scale]
-    return out
+    """blocks (N, meters, 1 + meters, ...) -> (N, meters, ...): the sum over k of blocks * m~_k.
 
-
-def expected_delta(actions: np.ndarray, slot, meters: np.ndarray, profile: np.ndarray) -> np.ndarray:
-    """Expected meter change (N, 5) for actions (N,) in slot (int or (N,)) from meters (N, 5) for
-    centred profiles (N, 10).
-
-    Every element is computed by the same sequence of scalar operations whatever N is, so a batch
-    of one and a batch of 4,096 give bitwise identical results (the scalar and vector env, and an
-    agent's episode alone or in a crowd, agree exactly). No BLAS call, whose blocking depends on N.
+    np.einsum without `optimize` loops over each output element and sums its k terms in order
+    (no BLAS), so every row is computed the same way whatever the batch size.
     """
-    per_factor = _contract_state(TRANSITION[actions, slot], meters)  # (N, meters, 1 + factors)
-    out = per_factor[:, :, 0].copy()
-    for i in range(1, per_factor.shape[2]):
-        out += per_factor[:, :, i] * profile[:, i, None]
-    return out
+    state = np.empty((meters.shape[0], meters.shape[1] + 1))
+    state[:, 0] = 1.0
+    state[:, 1:] = meters
+    return np.einsum("njk...,nk->nj...", blocks, state)
+
+
+def profile_tensor(factors: np.ndarray) -> np.ndarray:
+    """The transition model specialised to each profile: (N, 9) -> (N, actions, slots, meters, 1 + meters).
+
+    Summed factor by factor in a fixed order (no BLAS, whose blocking depends on N), so every
+    element is the same whatever the batch: the scalar env, the vector env, and an agent's episode
+    alone or in a crowd agree bitwise.
+    """
+    x = factors - 0.5
+    out = np.empty((len(factors), _BY_FACTOR.shape[1]))
+    out[:] = _BY_FACTOR[0]
+    # Each factor touches only a few dozen of the 1,200 entries: add those columns alone.
+    for i, (columns, coefs) in enumerate(_FACTOR_COLUMNS):
+        out[:, columns] += x[:, i, None] * coefs
+    return out.reshape(len(factors), *TRANSITION.shape[:-1])
+
+
+def expected_delta(rows: np.ndarray, meters: np.ndarray) -> np.ndarray:
+    """Expected meter change (N, 5) from rows (N, meters, 1 + meters) of a profile tensor (gathered
+    at each episode's action and slot) and the pre-step meters (N, 5)."""
+    return _contract_state(rows, meters)
 
 
 def neutral_delta(actions: np.ndarray, slot, meters: np.ndarray) -> np.ndarray:

@@ -14,7 +14,7 @@ import numpy as np
 
 from . import rng
 from .conditions import check_seed, get_condition
-from .dynamics import INITIAL_JITTER, INITIAL_METERS, NOISE_SD, centred, expected_delta, neutral_delta
+from .dynamics import INITIAL_JITTER, INITIAL_METERS, NOISE_SD, expected_delta, neutral_delta, profile_tensor
 from .profiles import sample_factors
 from .spec import ACTIONS, CRASH_THRESHOLD, DAYS, FACTORS, METERS, SLOTS, STEPS_PER_EPISODE, action_index, true_belief
 
@@ -38,8 +38,8 @@ def step_reward(meters: np.ndarray, progress_gain: np.ndarray) -> np.ndarray:
 
     Scores are the graders' business (rhythm_core.graders); this is only a per-step learning signal.
     """
-    wellbeing = meters[:, [0, 1, 3, 4]].mean(axis=1)
-    crashes = (meters < CRASH_THRESHOLD).sum(axis=1)
+    wellbeing = 0.25 * (meters[:, 0] + meters[:, 1] + meters[:, 3] + meters[:, 4])
+    crashes = np.count_nonzero(meters < CRASH_THRESHOLD, axis=1)
     return wellbeing + 2.0 * progress_gain - 0.25 * crashes
 
 
@@ -160,9 +160,10 @@ class VectorRhythmEnv:
             self.factors = np.broadcast_to(np.asarray(factors, dtype=np.float64), (len(seeds), len(FACTORS))).copy()
             if not ((self.factors >= 0.0) & (self.factors <= 1.0)).all():
                 raise ValueError("options['factors'] must lie in [0, 1]")
-        self._profile = centred(self.factors)
+        self._tensor = profile_tensor(self.factors)  # (N, actions, slots, meters, 1 + meters)
         self._noise = _noise_table(seeds)
         n = len(seeds)
+        self._rows = np.arange(n)
         self.t = 0
         self.meters = _initial_meters(seeds)
         self.last_action = np.full(n, -1, dtype=np.int64)
@@ -186,7 +187,7 @@ class VectorRhythmEnv:
             raise ValueError(f"unknown action index {bad}; allowed 0-{len(ACTIONS) - 1}: {', '.join(ACTIONS)}")
         slot = self.t % len(SLOTS)
         before = self.meters
-        after = np.clip(before + expected_delta(actions, slot, before, self._profile) + self._noise[:, self.t], 0.0, 1.0)
+        after = np.clip(before + expected_delta(self._tensor[self._rows, actions, slot], before) + self._noise[:, self.t], 0.0, 1.0)
         neutral_after = np.clip(before + neutral_delta(actions, slot, before), 0.0, 1.0)
         self.last_delta = after - before
         self.anomaly = after - neutral_after
@@ -218,9 +219,9 @@ class VectorRhythmEnv:
         return true_belief(self.factors)
 
     @property
-    def centred_profile(self) -> np.ndarray:
-        """(N, 10) profile in the transition model's form (see dynamics.centred)."""
-        return self._profile
+    def profile_tensor(self) -> np.ndarray:
+        """(N, actions, slots, meters, 1 + meters): the transition model of each episode's person."""
+        return self._tensor
 
     # ---- snapshot / restore -----------------------------------------------------------------
     def snapshot(self) -> EnvState:

@@ -37,7 +37,7 @@ def test_same_seed_same_trajectory():
 
 def test_episode_does_not_depend_on_batch_companions():
     alone, *_ = play_vector("ood", np.array([10_007]))
-    crowd, *_ = play_vector("ood", np.arange(10_000, 10_020))
+    crowd, *_ = play_vector("ood", np.arange(10_000, 13_000))
     assert np.array_equal(alone.meters_history[0], crowd.meters_history[7])
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dynamics import NOISE_SD, neutral_delta, profile_jacobian
+from ..dynamics import NOISE_SD, neutral_delta, profile_jacobian, profile_tensor
 from ..env import BatchObservation, VectorRhythmEnv
 from ..profiles import gaussian_prior
 from ..spec import ACTIONS, BELIEF_DIMS, BELIEF_WEIGHTS, FACTORS, METERS, SLOTS, STEPS_PER_EPISODE, true_belief
@@ -93,7 +93,7 @@ class BayesAgent(Agent):
     def act(self, obs: BatchObservation) -> Decision:
         self._update(obs)
         factors = self.factor_estimate()
-        values = action_values(obs.meters, obs.step, factors)
+        values = action_values(profile_tensor(factors), obs.meters, obs.step, factors)
         remaining = (STEPS_PER_EPISODE - obs.step) / STEPS_PER_EPISODE
         info = self.information_gain(obs.meters, obs.slot)
         total = values + self.info_weight * remaining * info

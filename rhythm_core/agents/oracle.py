@@ -16,8 +16,9 @@ class OracleAgent(Agent):
     def reset(self, env: VectorRhythmEnv) -> None:
         super().reset(env)
         self._factors = env.factors
+        self._tensor = env.profile_tensor
         self._belief = env.true_belief
 
     def act(self, obs: BatchObservation) -> Decision:
-        values = action_values(obs.meters, obs.step, self._factors)
+        values = action_values(self._tensor, obs.meters, obs.step, self._factors)
         return Decision(actions=values.argmax(axis=1), beliefs=self._belief.copy())

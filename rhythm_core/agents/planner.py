@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dynamics import centred, expected_delta
+from ..dynamics import expected_delta
 from ..graders.v3 import preference_weights
 from ..spec import ACTIONS, FACTOR_INDEX, SLOTS, STEPS_PER_EPISODE
 from .simple import heuristic_actions
@@ -37,10 +37,11 @@ def _soft_crash(meters: np.ndarray) -> np.ndarray:
     return np.clip((0.15 - meters) / 0.05, 0.0, 1.0).max(axis=1)
 
 
-def action_values(meters: np.ndarray, step: int, factors: np.ndarray, horizon: int = HORIZON) -> np.ndarray:
-    """Expected value of each action (N, 10) from `meters` (N, 5) at `step` for profiles (N, 9)."""
+def action_values(tensor: np.ndarray, meters: np.ndarray, step: int, factors: np.ndarray,
+                  horizon: int = HORIZON) -> np.ndarray:
+    """Expected value of each action (N, 10) from `meters` (N, 5) at `step`, for profiles `factors`
+    (N, 9) whose transition models are `tensor` (dynamics.profile_tensor(factors))."""
     n = meters.shape[0]
-    profile = np.repeat(centred(factors), _A, axis=0)
     w, progress_w = utility_weights(factors)
     idx = np.repeat(np.arange(n), _A)
     w, progress_w = w[idx], progress_w[idx]
@@ -52,7 +53,7 @@ def action_values(meters: np.ndarray, step: int, factors: np.ndarray, horizon: i
         slot = t % len(SLOTS)
         if t > step:
             acts = heuristic_actions(m, slot)
-        nxt = np.clip(m + expected_delta(acts, slot, m, profile), 0.0, 1.0)
+        nxt = np.clip(m + expected_delta(tensor[idx, acts, slot], m), 0.0, 1.0)
         value += _WELLBEING_PER_STEP * (nxt * w).sum(axis=1)
         value += progress_w * (nxt[:, 2] - m[:, 2])
         value -= _CRASH_PER_STEP * _soft_crash(nxt)
