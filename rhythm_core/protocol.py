@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .dynamics import NOISE_SD
 from .spec import ACTIONS, BELIEF_DIMS, METERS, SLOTS, STEPS_PER_EPISODE, action_index
 
 SYSTEM_PROMPT = f"""\
@@ -50,7 +51,7 @@ Hidden profile, three belief dimensions in [0, 1] (0.5 is a typical person):
 
 The history lists each step's delta (actual meter change) and anomaly (delta minus what a typical \
 person would have got from the same action in the same state). Anomalies are your evidence about \
-the person. Each meter also has random noise of about 0.06 per step, so weigh several steps, not one.
+the person. Each meter also has random noise of about {NOISE_SD:.2f} per step, so weigh several steps, not one.
 
 Goal: keep vitality, cognition, serenity and connection high with none crashing, make progress, \
 and act on what you learn: the person values what their profile says they value. Your belief at \
