@@ -43,6 +43,35 @@ def _cmd_baselines(args) -> int:
     return 0
 
 
+def _cmd_teacher(args) -> int:
+    import os
+
+    from tqdm import tqdm
+
+    from .teacher import TeacherSettings, run_teacher
+
+    seeds = parse_seeds(args.seeds)
+    settings = TeacherSettings(
+        backend=args.backend, model=args.model or "", base_url=args.base_url,
+        api_key=os.environ.get(args.api_key_env) if args.backend != "bayes" else None,
+        azure_endpoint=args.azure_endpoint, concurrency=args.concurrency, request_timeout_s=args.timeout,
+        max_retries=args.max_retries, price_input_per_m=args.price_input, price_output_per_m=args.price_output,
+        max_cost_usd=args.max_cost_usd,
+    )
+    with tqdm(total=len(seeds), desc=f"teacher {settings.teacher_id}", unit="ep", file=sys.stderr) as bar:
+        result = run_teacher(
+            settings, args.condition, seeds, args.out,
+            on_episode=lambda _record: bar.update(1), log=lambda message: tqdm.write(message, file=sys.stderr),
+        )
+    print(
+        f"{result.path}: wrote {result.written}, kept {result.skipped} already written, "
+        f"failed {len(result.failed_seeds)}; invalid answers {result.invalid_rate:.1%}; "
+        f"tokens {result.prompt_tokens}+{result.completion_tokens}; cost ${result.cost_usd:.4f}; {result.wall_s:.1f}s"
+        + (f"; stopped: {result.stopped_reason}" if result.stopped_reason else "")
+    )
+    return 1 if result.failed_seeds else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .graders import GRADERS
 
@@ -56,6 +85,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--agents", type=_agents_arg, default=None, help="comma-separated agent names")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.set_defaults(func=_cmd_baselines)
+
+    p = sub.add_parser("teacher", help="play teacher episodes into a resumable JSONL file")
+    p.add_argument("--backend", choices=["bayes", "openai", "azure"], default="bayes")
+    p.add_argument("--condition", choices=list(CONDITIONS), default="continuous")
+    p.add_argument("--seeds", default="1000-1029", help="training seeds (continuous 1000-9999)")
+    p.add_argument("--out", required=True, help="JSONL file; an existing file is resumed")
+    p.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
+    p.add_argument("--azure-endpoint", default=None)
+    p.add_argument("--model", default=None)
+    p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
+    p.add_argument("--concurrency", type=int, default=8)
+    p.add_argument("--timeout", type=float, default=60.0, help="request timeout in seconds")
+    p.add_argument("--max-retries", type=int, default=6)
+    p.add_argument("--price-input", type=float, default=0.0, help="USD per 1M prompt tokens")
+    p.add_argument("--price-output", type=float, default=0.0, help="USD per 1M completion tokens")
+    p.add_argument("--max-cost-usd", type=float, default=None)
+    p.set_defaults(func=_cmd_teacher)
     return parser
 
 

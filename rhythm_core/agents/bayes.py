@@ -68,7 +68,7 @@ class BayesAgent(Agent):
         self.cov = self.cov - gain @ hs
         self.cov = 0.5 * (self.cov + self.cov.transpose(0, 2, 1))
         if self.explain:
-            self._moved = _describe_update(acts, obs.anomaly, usable, old_mu, self.mu)
+            self._moved = _describe_update(acts, obs.anomaly, usable, gain, innovation, old_mu, self.mu)
 
     def factor_estimate(self) -> np.ndarray:
         return np.clip(self.mu + 0.5, 0.0, 1.0)
@@ -110,15 +110,15 @@ class BayesAgent(Agent):
         return Decision(actions=actions, beliefs=belief, reasoning=reasoning)
 
 
-def _describe_update(acts, anomaly, usable, old_mu, new_mu) -> list[str]:
+def _describe_update(acts, anomaly, usable, gain, innovation, old_mu, new_mu) -> list[str]:
+    """Name the factor this step's evidence moved most and the meter whose surprise moved it."""
     texts = []
     for n in range(len(acts)):
-        used = np.flatnonzero(usable[n])
-        if used.size == 0:
+        if not usable[n].any():
             texts.append(f"{ACTIONS[acts[n]]} hit a meter limit, so it told me nothing new.")
             continue
-        j = used[np.argmax(np.abs(anomaly[n, used]))]
         f = int(np.argmax(np.abs(new_mu[n] - old_mu[n])))
+        j = int(np.argmax(np.abs(gain[n, f] * innovation[n])))
         texts.append(
             f"After {ACTIONS[acts[n]]}, {METERS[j]} moved {anomaly[n, j]:+.3f} relative to a typical person, "
             f"so I moved {FACTORS[f].replace('_', ' ')} from {old_mu[n, f] + 0.5:.2f} to {new_mu[n, f] + 0.5:.2f}."

@@ -1,0 +1,202 @@
+"""Teacher trajectory files: one JSON line per complete episode, appended, resumable.
+
+Schema "rhythm-trajectory-1" (one object per line):
+
+    schema, env_version, condition, seed,
+    teacher: {backend, model, id},
+    protocol: {system_prompt_sha256},
+    steps: [{step, observation, prompt, raw_answer, parsed: {valid, action, belief, reasoning, error},
+             action, invalid, attempts, meters_after, usage: {prompt_tokens, completion_tokens}}] x 28,
+    actions: [28 names], beliefs: [28 x ({social, morning, work} | null)], invalid: [28 bools],
+    meters: [29 x 5], usage: {prompt_tokens, completion_tokens, requests, retries, cost_usd}, wall_s
+
+A crash can only leave a final line without its newline (each line goes out in one write followed
+by fsync); on resume that tail is cut off and its episode redone. Any other bad line is an error
+naming the file and line: nothing already written is discarded silently.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .conditions import CONDITIONS, check_seed
+from .env import VectorRhythmEnv
+from .episode import EpisodeBatch
+from .spec import ACTIONS, BELIEF_DIMS, ENV_VERSION, METERS, STEPS_PER_EPISODE
+
+SCHEMA = "rhythm-trajectory-1"
+_REQUIRED = ("schema", "env_version", "condition", "seed", "teacher", "steps", "actions", "beliefs", "invalid", "meters")
+
+
+class TrajectoryError(ValueError):
+    """A trajectory file or line is malformed; the message names the file and line."""
+
+
+@dataclass
+class TrajectoryFile:
+    """Records read from a file, with the byte offset where the complete lines end."""
+
+    path: Path
+    records: list[dict]
+    complete_bytes: int
+    truncated_tail: bool  # the last line had no newline (a crash mid-write)
+
+    @property
+    def seeds(self) -> set[int]:
+        return {r["seed"] for r in self.records}
+
+
+def _fail(path, line_no, message) -> TrajectoryError:
+    return TrajectoryError(f"{path}:{line_no}: {message}")
+
+
+def validate_record(record, path="<record>", line_no=0) -> dict:
+    """Check one episode record's schema (not its replay); return it or raise TrajectoryError."""
+    if not isinstance(record, dict):
+        raise _fail(path, line_no, f"expected a JSON object, got {type(record).__name__}")
+    missing = [k for k in _REQUIRED if k not in record]
+    if missing:
+        raise _fail(path, line_no, f"missing field(s): {', '.join(missing)}")
+    if record["schema"] != SCHEMA:
+        raise _fail(path, line_no, f"schema {record['schema']!r}, expected {SCHEMA!r}")
+    if record["env_version"] != ENV_VERSION:
+        raise _fail(path, line_no, f"env_version {record['env_version']!r}, this code simulates {ENV_VERSION!r}")
+    if record["condition"] not in CONDITIONS:
+        raise _fail(path, line_no, f"unknown condition {record['condition']!r}; allowed: {', '.join(CONDITIONS)}")
+    try:
+        check_seed(record["condition"], record["seed"])
+    except (ValueError, TypeError) as exc:
+        raise _fail(path, line_no, str(exc)) from None
+    for field, length in (("steps", STEPS_PER_EPISODE), ("actions", STEPS_PER_EPISODE),
+                          ("beliefs", STEPS_PER_EPISODE), ("invalid", STEPS_PER_EPISODE),
+                          ("meters", STEPS_PER_EPISODE + 1)):
+        if not isinstance(record[field], list) or len(record[field]) != length:
+            raise _fail(path, line_no, f"field {field!r} must be a list of {length} entries")
+    for t, action in enumerate(record["actions"]):
+        if action not in ACTIONS:
+            raise _fail(path, line_no, f"step {t}: unknown action {action!r}; allowed actions: {', '.join(ACTIONS)}")
+    for t, belief in enumerate(record["beliefs"]):
+        if belief is None:
+            continue
+        if not isinstance(belief, dict) or set(belief) != set(BELIEF_DIMS) or not all(
+            isinstance(belief[d], int | float) and 0.0 <= belief[d] <= 1.0 for d in BELIEF_DIMS
+        ):
+            raise _fail(path, line_no, f"step {t}: belief must map {', '.join(BELIEF_DIMS)} to numbers in [0, 1]")
+    meters = np.asarray(record["meters"], dtype=object)
+    if meters.shape != (STEPS_PER_EPISODE + 1, len(METERS)):
+        raise _fail(path, line_no, f"field 'meters' must be {STEPS_PER_EPISODE + 1} x {len(METERS)} numbers")
+    return record
+
+
+def read_trajectories(path, *, allow_truncated_tail: bool = True) -> TrajectoryFile:
+    """Read and schema-check every line. A final line without a newline is treated as a crash
+    leftover (dropped, flagged) when allow_truncated_tail, else it is an error."""
+    path = Path(path)
+    if not path.exists():
+        raise TrajectoryError(f"{path}: no such trajectory file")
+    data = path.read_bytes()
+    records, offset, seen = [], 0, {}
+    lines = data.split(b"\n")
+    truncated = bool(lines and lines[-1])  # text after the last newline
+    for line_no, raw in enumerate(lines[:-1], start=1):
+        offset += len(raw) + 1
+        if not raw.strip():
+            raise _fail(path, line_no, "empty line")
+        try:
+            record = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise _fail(path, line_no, f"not valid JSON ({exc})") from None
+        validate_record(record, path, line_no)
+        key = (record["condition"], record["seed"])
+        if key in seen:
+            raise _fail(path, line_no, f"seed {record['seed']} already written on line {seen[key]}")
+        seen[key] = line_no
+        records.append(record)
+    if truncated and not allow_truncated_tail:
+        raise _fail(path, len(lines), "incomplete last line (no newline): the file was cut mid-write")
+    return TrajectoryFile(path, records, offset, truncated)
+
+
+def replay_check(records: list[dict], path="<records>") -> None:
+    """Re-simulate every episode from its seed and actions; the recorded meters must match exactly."""
+    by_condition: dict[str, list[int]] = {}
+    for i, r in enumerate(records):
+        by_condition.setdefault(r["condition"], []).append(i)
+    for condition, index in by_condition.items():
+        seeds = np.array([records[i]["seed"] for i in index])
+        env = VectorRhythmEnv(condition)
+        env.reset(seeds)
+        for t in range(STEPS_PER_EPISODE):
+            env.step(np.array([ACTIONS.index(records[i]["actions"][t]) for i in index]))
+        recorded = np.array([records[i]["meters"] for i in index], dtype=np.float64)
+        bad = np.flatnonzero(~np.isclose(recorded, env.meters_history, atol=1e-9).all(axis=(1, 2)))
+        if bad.size:
+            first = index[bad[0]]
+            raise TrajectoryError(
+                f"{path}: episode {first + 1} (seed {records[first]['seed']}): recorded meters do not match a replay "
+                f"of its actions in {ENV_VERSION}; {bad.size} episode(s) differ"
+            )
+
+
+def to_episode_batch(records: list[dict], condition: str, agent: str = "teacher") -> EpisodeBatch:
+    return EpisodeBatch.from_records(condition, [r for r in records if r["condition"] == condition], agent)
+
+
+class TrajectoryWriter:
+    """Appends complete episodes to a JSONL file, resuming what is already there.
+
+    Opening cuts an incomplete tail left by a crash (reported in `dropped_tail`), keeps every
+    complete line, and refuses a seed that is already written.
+    """
+
+    def __init__(self, path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.dropped_tail = False
+        if self.path.exists():
+            existing = read_trajectories(self.path)
+            if existing.truncated_tail:
+                with open(self.path, "r+b") as fh:
+                    fh.truncate(existing.complete_bytes)
+                self.dropped_tail = True
+            self.records_on_open = len(existing.records)
+            self._written = {(r["condition"], r["seed"]) for r in existing.records}
+        else:
+            self.records_on_open = 0
+            self._written = set()
+        self._fh = open(self.path, "ab")
+
+    def has(self, condition: str, seed: int) -> bool:
+        return (condition, int(seed)) in self._written
+
+    def write(self, record: dict) -> None:
+        validate_record(record, self.path, "new")
+        key = (record["condition"], record["seed"])
+        if key in self._written:
+            raise TrajectoryError(f"{self.path}: seed {record['seed']} ({record['condition']}) is already written")
+        line = json.dumps(record, separators=(",", ":"), allow_nan=False).encode() + b"\n"
+        self._fh.write(line)  # one write per line, then fsync: a crash leaves at most a cut tail
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+        self._written.add(key)
+
+    def close(self) -> None:
+        self._fh.close()
+
+    def __enter__(self) -> TrajectoryWriter:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def iter_steps(records: list[dict]) -> Iterator[tuple[dict, dict]]:
+    for record in records:
+        for step in record["steps"]:
+            yield record, step
