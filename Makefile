@@ -7,7 +7,7 @@ TORCH_SPEC ?= torch==2.13.0
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-slow install lint bench clean
+.PHONY: demo ui test test-slow install lint bench clean
 
 install: $(STAMP)
 
@@ -18,10 +18,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[dev]"
 	touch $(STAMP)
 
+export DAGSTER_HOME := $(CURDIR)/dagster_home
+
 demo: $(STAMP)
-	@for c in continuous ood discrete3; do \
-		$(BIN)/rhythm baselines --condition $$c --seeds $$(case $$c in continuous) echo 0-199;; ood) echo 10000-10199;; discrete3) echo 20000-20199;; esac) --grader v3 || exit 1; \
-	done
+	$(BIN)/python -m rhythm_pipeline.demo
+
+ui: $(STAMP)
+	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

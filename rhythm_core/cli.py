@@ -72,6 +72,15 @@ def _cmd_teacher(args) -> int:
     return 1 if result.failed_seeds else 0
 
 
+def _cmd_reeval(args) -> int:
+    from .reeval import reeval_file
+
+    report = reeval_file(args.jsonl, args.grader, args.out, compare_grader=args.compare)
+    print(report.markdown())
+    print(f"wrote {args.out}/per_episode.parquet, per_condition.parquet, report.json, report.md")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .graders import GRADERS
 
@@ -102,6 +111,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--price-output", type=float, default=0.0, help="USD per 1M completion tokens")
     p.add_argument("--max-cost-usd", type=float, default=None)
     p.set_defaults(func=_cmd_teacher)
+
+    p = sub.add_parser("reeval", help="re-grade teacher episodes next to baselines on the same seeds")
+    p.add_argument("--jsonl", required=True, help="teacher trajectory file")
+    p.add_argument("--grader", choices=list(GRADERS), default="v3")
+    p.add_argument("--compare", choices=list(GRADERS), default="v2", help="second grader, for the published numbers")
+    p.add_argument("--out", required=True, help="output directory")
+    p.set_defaults(func=_cmd_reeval)
     return parser
 
 
@@ -110,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except ValueError as exc:
+    except (ValueError, FileNotFoundError) as exc:
         print(f"rhythm {args.command}: error: {exc}", file=sys.stderr)
         return 2
 

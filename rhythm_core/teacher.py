@@ -153,7 +153,8 @@ def _step_record(t, obs, prompt, raw, parsed, action, invalid, attempts, meters_
     }
 
 
-def _episode_record(settings, condition, seed, steps, meters, beliefs, usage, wall_s) -> dict:
+def _episode_record(settings, condition, seed, steps, meters, beliefs, usage) -> dict:
+    # No timing in the record: the same teacher on the same seed must give the same bytes.
     return {
         "schema": SCHEMA,
         "env_version": ENV_VERSION,
@@ -167,13 +168,11 @@ def _episode_record(settings, condition, seed, steps, meters, beliefs, usage, wa
         "invalid": [s["invalid"] for s in steps],
         "meters": [[float(v) for v in row] for row in meters],
         "usage": usage,
-        "wall_s": round(wall_s, 4),
     }
 
 
 def _bayes_chunk(settings: TeacherSettings, condition: str, seeds: np.ndarray) -> list[dict]:
     """Play the Bayesian teacher on a chunk of seeds in lockstep and build their records."""
-    start = time.perf_counter()
     env = VectorRhythmEnv(condition)
     obs, _ = env.reset(seeds)
     agent = BayesAgent(explain=True)
@@ -195,10 +194,9 @@ def _bayes_chunk(settings: TeacherSettings, condition: str, seeds: np.ndarray) -
             steps[i].append(_step_record(t, histories[i][-1], prompt, raw, parsed, action, False, 1, obs.meters[i], zero))
             beliefs[i].append(parsed.belief)
             histories[i].append(obs.item(i))
-    wall = (time.perf_counter() - start) / n
     usage = {"prompt_tokens": 0, "completion_tokens": 0, "requests": 0, "retries": 0, "cost_usd": 0.0}
     return [
-        _episode_record(settings, condition, seeds[i], steps[i], env.meters_history[i], beliefs[i], dict(usage), wall)
+        _episode_record(settings, condition, seeds[i], steps[i], env.meters_history[i], beliefs[i], dict(usage))
         for i in range(n)
     ]
 
@@ -284,7 +282,6 @@ class _OpenAIRunner:
         raise TeacherRequestError(f"seed {seed}: gave up after {s.max_retries} retries: {type(last_error).__name__}: {last_error}")
 
     async def episode(self, condition: str, seed: int, settings: TeacherSettings) -> dict:
-        start = time.perf_counter()
         env = RhythmEnv(condition)
         obs, _ = env.reset(seed=seed)
         history = [obs]
@@ -320,8 +317,7 @@ class _OpenAIRunner:
                 totals[k] += usage[k]
         episode_usage = {**totals, "requests": sum(s["attempts"] for s in steps), "retries": None,
                          "cost_usd": round(self.budget.cost(totals["prompt_tokens"], totals["completion_tokens"]), 6)}
-        return _episode_record(settings, condition, seed, steps, env.vector.meters_history[0], beliefs,
-                               episode_usage, time.perf_counter() - start)
+        return _episode_record(settings, condition, seed, steps, env.vector.meters_history[0], beliefs, episode_usage)
 
 
 async def _run_openai(settings, condition, seeds, writer, client, on_episode, log) -> dict:

@@ -8,7 +8,7 @@ Schema "rhythm-trajectory-1" (one object per line):
     steps: [{step, observation, prompt, raw_answer, parsed: {valid, action, belief, reasoning, error},
              action, invalid, attempts, meters_after, usage: {prompt_tokens, completion_tokens}}] x 28,
     actions: [28 names], beliefs: [28 x ({social, morning, work} | null)], invalid: [28 bools],
-    meters: [29 x 5], usage: {prompt_tokens, completion_tokens, requests, retries, cost_usd}, wall_s
+    meters: [29 x 5], usage: {prompt_tokens, completion_tokens, requests, retries, cost_usd}
 
 A crash can only leave a final line without its newline (each line goes out in one write followed
 by fsync); on resume that tail is cut off and its episode redone. Any other bad line is an error

@@ -1,0 +1,73 @@
+"""Atomic artifact writes: a crash leaves the previous version intact, never a half-written file."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+
+def atomic_write_bytes(path, data: bytes) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def atomic_write_text(path, text: str) -> Path:
+    return atomic_write_bytes(path, text.encode())
+
+
+def atomic_write_json(path, data) -> Path:
+    return atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n")
+
+
+def sha256_file(path, chunk: int = 1 << 20) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def sha256_dir(path) -> str:
+    """Hash of a directory's files (relative names and contents), independent of listing order."""
+    root = Path(path)
+    digest = hashlib.sha256()
+    for file in sorted(p for p in root.rglob("*") if p.is_file()):
+        digest.update(str(file.relative_to(root)).encode() + b"\0" + sha256_file(file).encode())
+    return digest.hexdigest()
+
+
+def staging_dir(final_parent) -> Path:
+    """A fresh temporary directory beside where an artifact will be published (same filesystem)."""
+    parent = Path(final_parent)
+    parent.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(dir=parent, prefix=".staging-"))
+
+
+def publish_dir(staged, final) -> Path:
+    """Move a fully written staging directory to `final` in one rename. If `final` exists it is
+    replaced only now, after the new version is complete (the old one is removed last)."""
+    staged, final = Path(staged), Path(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    if final.exists():
+        old = final.with_name(f".old-{final.name}-{os.getpid()}")
+        os.replace(final, old)
+        os.replace(staged, final)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(staged, final)
+    return final

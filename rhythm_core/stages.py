@@ -1,0 +1,107 @@
+"""The lineage's stages as plain functions: inputs and a storage root in, a published artifact out.
+
+Dagster assets and the CLI both call these. Each stage writes into a staging directory and publishes
+it under `<root>/<stage>/<version>/` in one rename, where the version is a hash of the content, so
+the same inputs give the same folder and a crash never leaves a half-written artifact.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from .artifacts import publish_dir, sha256_file, staging_dir
+from .conditions import TRAINING_SEEDS, parse_seeds
+from .graders import get_grader
+from .reeval import reeval_records, teacher_beats_heuristic, write_report
+from .spec import ENV_VERSION
+from .teacher import TeacherSettings, run_teacher
+from .trajectories import read_trajectories, to_episode_batch
+
+
+class StageIncomplete(RuntimeError):
+    """The stage stopped before finishing; what it did is kept and a re-run resumes it."""
+
+    def __init__(self, message: str, details: dict):
+        super().__init__(message)
+        self.details = details
+
+
+def check_training_seeds(condition: str, seeds: list[int]) -> None:
+    allowed = TRAINING_SEEDS.get(condition)
+    if allowed is None:
+        raise ValueError(f"condition {condition!r} is evaluation-only; teacher training data comes from: "
+                         + ", ".join(f"{c} {r.start}-{r.stop - 1}" for c, r in TRAINING_SEEDS.items()))
+    outside = [s for s in seeds if s not in allowed]
+    if outside:
+        raise ValueError(f"seed {outside[0]} is not a training seed ({len(outside)} such); {condition} training "
+                         f"seeds are {allowed.start}-{allowed.stop - 1} (the rest are reserved for evaluation)")
+
+
+def teacher_stage(settings: TeacherSettings, condition: str, seeds_spec: str, root, *, grader: str = "v3",
+                  log: Callable[[str], None] | None = None, client=None) -> dict:
+    """Play the teacher on the training seeds and publish the episodes sorted by seed.
+
+    Episodes accumulate in `<root>/teacher_trajectories/work/<key>.jsonl` (key = teacher, condition,
+    seeds), so an interrupted or over-budget run resumes where it stopped on the next attempt.
+    """
+    seeds = parse_seeds(seeds_spec)
+    check_training_seeds(condition, seeds)
+    stage_root = Path(root) / "teacher_trajectories"
+    key = hashlib.sha256(f"{settings.teacher_id}|{condition}|{seeds_spec}|{ENV_VERSION}".encode()).hexdigest()[:16]
+    work = stage_root / "work" / f"{key}.jsonl"
+    result = run_teacher(settings, condition, seeds, work, log=log, client=client)
+    run = {
+        "episodes_written_this_run": result.written, "episodes_resumed": result.skipped,
+        "invalid_answer_rate": result.invalid_rate, "prompt_tokens": result.prompt_tokens,
+        "completion_tokens": result.completion_tokens, "requests": result.requests, "retries": result.retries,
+        "cost_usd": result.cost_usd, "wall_s": result.wall_s, "work_file": str(work),
+    }
+    if result.failed_seeds or result.stopped_reason:
+        why = f"stopped by {result.stopped_reason}" if result.stopped_reason else f"{len(result.failed_seeds)} seeds failed"
+        raise StageIncomplete(f"teacher run incomplete ({why}); {result.written + result.skipped} of {len(seeds)} "
+                              f"episodes are kept in {work} and a re-run resumes from there", run)
+    records = sorted(read_trajectories(work, allow_truncated_tail=False).records, key=lambda r: r["seed"])
+    wanted = set(seeds)
+    records = [r for r in records if r["seed"] in wanted]
+    staged = staging_dir(stage_root)
+    path = staged / "trajectories.jsonl"
+    with open(path, "w") as fh:
+        for record in records:
+            fh.write(json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n")
+    version = sha256_file(path)[:16]
+    final = publish_dir(staged, stage_root / version)
+    batch = to_episode_batch(records, condition)
+    steps = sum(len(r["steps"]) for r in records)
+    invalid = sum(sum(r["invalid"]) for r in records)
+    return {
+        "path": str(final / "trajectories.jsonl"), "version": version, "condition": condition, "seeds": seeds_spec,
+        "n_episodes": len(records), "n_steps": steps, "invalid_answer_rate": invalid / steps if steps else 0.0,
+        "teacher": settings.describe(), "env_version": ENV_VERSION,
+        "prompt_tokens": sum(r["usage"]["prompt_tokens"] for r in records),
+        "completion_tokens": sum(r["usage"]["completion_tokens"] for r in records),
+        "cost_usd": round(sum(r["usage"]["cost_usd"] for r in records), 6),
+        "mean_score": {g: float(get_grader(g).grade_batch(batch)[0].mean()) for g in dict.fromkeys([grader, "v2"])},
+        "run": run,
+    }
+
+
+def reeval_stage(trajectories_path, grader: str, root, *, compare_grader: str = "v2") -> dict:
+    """Re-grade the teacher's episodes and baselines on the same seeds; publish parquet + JSON + md."""
+    records = read_trajectories(trajectories_path, allow_truncated_tail=False).records
+    report = reeval_records(records, grader, compare_grader=compare_grader)
+    stage_root = Path(root) / "reeval_report"
+    staged = staging_dir(stage_root)
+    write_report(report, staged)
+    version = sha256_file(staged / "report.json")[:16]
+    final = publish_dir(staged, stage_root / version)
+    return {
+        "dir": str(final), "version": version, "grader": grader, "graders": report.graders,
+        "teacher": report.teacher, "n_episodes": len(records),
+        "per_episode": str(final / "per_episode.parquet"), "per_condition": str(final / "per_condition.parquet"),
+        "json": str(final / "report.json"), "markdown": report.markdown(),
+        "teacher_vs_heuristic": {c: list(v) for c, v in teacher_beats_heuristic(report, grader).items()},
+        "source_trajectories": str(trajectories_path),
+    }

@@ -1,0 +1,91 @@
+"""The data half of the lineage: teacher_trajectories -> reeval_report -> sft_dataset.
+
+Asset bodies only translate between Dagster and rhythm_core.stages: config in, metadata out.
+"""
+
+
+import dagster as dg
+
+from rhythm_core.stages import StageIncomplete, reeval_stage, teacher_stage
+from rhythm_core.spec import ENV_VERSION
+from rhythm_pipeline.defs.resources import TeacherResource
+from rhythm_pipeline.settings import ACTIVE_GRADER, artifact_root
+
+
+class TeacherTrajectoriesConfig(dg.Config):
+    condition: str = "continuous"
+    seeds: str = "1000-1063"  # training seeds only (continuous 1000-9999)
+
+
+@dg.asset(
+    group_name="data",
+    code_version=f"teacher-1|{ENV_VERSION}",
+    kinds={"python", "jsonl"},
+    description=(
+        "Teacher episodes, one JSON line per episode: every step's rendered prompt, the teacher's raw "
+        "answer, parsed belief and action, meters and token usage. The teacher is the TeacherResource "
+        "(Bayesian by default, or an OpenAI-compatible model). Episodes are appended as they finish, so "
+        "an interrupted or over-budget run resumes on the next materialization without paying twice."
+    ),
+)
+def teacher_trajectories(context: dg.AssetExecutionContext, config: TeacherTrajectoriesConfig,
+                         teacher: TeacherResource) -> dg.Output[dict]:
+    try:
+        result = teacher_stage(teacher.settings(), config.condition, config.seeds, artifact_root(context),
+                               grader=ACTIVE_GRADER, log=context.log.info)
+    except StageIncomplete as exc:
+        raise dg.Failure(description=str(exc), metadata=exc.details) from exc
+    run = result["run"]
+    return dg.Output(
+        result,
+        data_version=dg.DataVersion(result["version"]),
+        metadata={
+            "artifact_path": dg.MetadataValue.path(result["path"]),
+            "episodes": result["n_episodes"],
+            "steps": result["n_steps"],
+            "invalid_answer_rate": result["invalid_answer_rate"],
+            "prompt_tokens": result["prompt_tokens"],
+            "completion_tokens": result["completion_tokens"],
+            "cost_usd": result["cost_usd"],
+            "wall_s": run["wall_s"],
+            "episodes_resumed": run["episodes_resumed"],
+            "retries": run["retries"],
+            f"teacher_mean_score_{ACTIVE_GRADER}": result["mean_score"][ACTIVE_GRADER],
+            "teacher_mean_score_v2": result["mean_score"]["v2"],
+            "teacher": result["teacher"]["id"],
+            "teacher_backend": result["teacher"]["backend"],
+            "teacher_model": result["teacher"]["model"],
+            "condition": result["condition"],
+            "seeds": result["seeds"],
+            "env_version": ENV_VERSION,
+        },
+    )
+
+
+@dg.asset(
+    group_name="data",
+    code_version=f"reeval-1|grader={ACTIVE_GRADER}",
+    kinds={"python", "polars"},
+    description=(
+        "Every teacher episode graded under the active grader and under v2 (the published one), next to "
+        "random, heuristic and constant-belief baselines replayed on the same seeds: per-episode and "
+        "per-condition tables (mean, 95% CI, belief MAE, wins vs the heuristic) as parquet and JSON."
+    ),
+)
+def reeval_report(context: dg.AssetExecutionContext, teacher_trajectories: dict) -> dg.Output[dict]:
+    result = reeval_stage(teacher_trajectories["path"], ACTIVE_GRADER, artifact_root(context))
+    teacher_mean, heuristic_mean = next(iter(result["teacher_vs_heuristic"].values()))
+    return dg.Output(
+        result,
+        data_version=dg.DataVersion(result["version"]),
+        metadata={
+            "report": dg.MetadataValue.md(result["markdown"]),
+            "artifact_path": dg.MetadataValue.path(result["dir"]),
+            "grader": ACTIVE_GRADER,
+            "episodes": result["n_episodes"],
+            "teacher_mean": teacher_mean,
+            "heuristic_mean": heuristic_mean,
+            "teacher": result["teacher"],
+            "upstream_trajectories_version": teacher_trajectories["version"],
+        },
+    )

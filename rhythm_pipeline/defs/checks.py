@@ -1,0 +1,41 @@
+"""Asset checks: the teacher data is complete and valid (blocking), no evaluation seed leaks into
+training data (blocking), and the teacher beats the heuristic under the active grader (warning)."""
+
+
+import dagster as dg
+
+from rhythm_core.conditions import parse_seeds
+from rhythm_core.trajectories import TrajectoryError, read_trajectories, replay_check
+from rhythm_pipeline.defs.assets.data import reeval_report, teacher_trajectories
+from rhythm_pipeline.settings import ACTIVE_GRADER
+
+
+@dg.asset_check(asset=teacher_trajectories, blocking=True,
+                description="Every line parses, matches the schema and replays exactly; every requested seed is there once.")
+def teacher_trajectories_complete_and_valid(teacher_trajectories: dict) -> dg.AssetCheckResult:
+    path = teacher_trajectories["path"]
+    try:
+        records = read_trajectories(path, allow_truncated_tail=False).records
+        replay_check(records, path)
+    except TrajectoryError as exc:
+        return dg.AssetCheckResult(passed=False, severity=dg.AssetCheckSeverity.ERROR, description=str(exc))
+    missing = sorted(set(parse_seeds(teacher_trajectories["seeds"])) - {r["seed"] for r in records})
+    return dg.AssetCheckResult(
+        passed=not missing,
+        severity=dg.AssetCheckSeverity.ERROR,
+        description=f"missing seeds: {missing[:20]}" if missing else f"{len(records)} complete episodes",
+        metadata={"episodes": len(records), "missing_seeds": len(missing)},
+    )
+
+
+@dg.asset_check(asset=reeval_report, description="The teacher's mean score beats the heuristic's under the active grader.")
+def teacher_beats_heuristic(reeval_report: dict) -> dg.AssetCheckResult:
+    rows = reeval_report["teacher_vs_heuristic"]
+    losing = {c: v for c, v in rows.items() if v[0] <= v[1]}
+    return dg.AssetCheckResult(
+        passed=not losing,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=(f"teacher does not beat the heuristic under {ACTIVE_GRADER} on: {', '.join(losing)}"
+                     if losing else f"teacher beats the heuristic under {ACTIVE_GRADER} on every condition"),
+        metadata={f"{c}_teacher_minus_heuristic": round(t - h, 4) for c, (t, h) in rows.items()},
+    )
