@@ -81,6 +81,27 @@ def _cmd_reeval(args) -> int:
     return 0
 
 
+def _cmd_dataset(args) -> int:
+    from .dataset import build_sft_dataset, save_sft_dataset
+    from .trajectories import read_trajectories
+
+    records = read_trajectories(args.jsonl, allow_truncated_tail=False).records
+    keep = None
+    if args.filter == "beat_heuristic":
+        from .reeval import reeval_records
+
+        per_episode = reeval_records(records, args.grader).per_episode
+        rows = per_episode.filter((per_episode["agent"] == "teacher") & (per_episode["grader"] == args.grader))
+        keep = {int(s) for s, beats in zip(rows["seed"], rows["beats_heuristic"]) if beats}
+    dataset = build_sft_dataset(records, validation_fraction=args.validation_fraction, keep_seeds=keep)
+    provenance = {"teacher": records[0]["teacher"], "source_trajectories": str(args.jsonl), "filter": args.filter,
+                  "filter_grader": args.grader if args.filter != "none" else None}
+    summary = save_sft_dataset(dataset, args.out, provenance)
+    print(f"{summary['path']}: examples {summary['examples']}, episodes {summary['episodes']}, "
+          f"content {summary['content_hash'][:16]}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .graders import GRADERS
 
@@ -118,6 +139,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compare", choices=list(GRADERS), default="v2", help="second grader, for the published numbers")
     p.add_argument("--out", required=True, help="output directory")
     p.set_defaults(func=_cmd_reeval)
+
+    p = sub.add_parser("dataset", help="build the SFT dataset (Hugging Face, conversational) from teacher episodes")
+    p.add_argument("--jsonl", required=True, help="teacher trajectory file")
+    p.add_argument("--out", required=True, help="output directory (datasets.load_from_disk loads it)")
+    p.add_argument("--filter", choices=["none", "beat_heuristic"], default="none")
+    p.add_argument("--grader", choices=list(GRADERS), default="v3", help="grader used by the filter")
+    p.add_argument("--validation-fraction", type=float, default=0.1)
+    p.set_defaults(func=_cmd_dataset)
     return parser
 
 

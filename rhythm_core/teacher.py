@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import hashlib
+import math
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -218,23 +219,32 @@ def make_client(settings: TeacherSettings):
 
 
 def _retry_after(exc) -> float | None:
+    """The delay the server asks for, in seconds; None when it names no usable one (a malformed or
+    non-finite header must fall back to our backoff, not crash the run or sleep forever)."""
     response = getattr(exc, "response", None)
     if response is None:
         return None
     headers = response.headers
     if headers.get("retry-after-ms"):
         try:
-            return float(headers["retry-after-ms"]) / 1000.0
+            seconds = float(headers["retry-after-ms"]) / 1000.0
+            if math.isfinite(seconds):
+                return max(0.0, seconds)
         except ValueError:
             pass
     value = headers.get("retry-after")
     if not value:
         return None
     try:
-        return float(value)
+        seconds = float(value)
+        return max(0.0, seconds) if math.isfinite(seconds) else None
     except ValueError:
+        pass
+    try:
         parsed = email.utils.parsedate_to_datetime(value)
-        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    return max(0.0, parsed.timestamp() - time.time()) if parsed else None
 
 
 class _OpenAIRunner:

@@ -124,6 +124,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as real API servers do
     server_version = "FakeOpenAI/1.0"
     timeout = 60  # an idle keep-alive connection is closed after this long
+    disable_nagle_algorithm = True  # no 40 ms Nagle + delayed-ACK stall between headers and body
 
     def log_message(self, format, *args):  # silence the per-request log lines
         pass

@@ -3,10 +3,12 @@ training data (blocking), and the teacher beats the heuristic under the active g
 
 
 import dagster as dg
+import datasets
 
 from rhythm_core.conditions import parse_seeds
+from rhythm_core.dataset import check_no_eval_seeds
 from rhythm_core.trajectories import TrajectoryError, read_trajectories, replay_check
-from rhythm_pipeline.defs.assets.data import reeval_report, teacher_trajectories
+from rhythm_pipeline.defs.assets.data import reeval_report, sft_dataset, teacher_trajectories
 from rhythm_pipeline.settings import ACTIVE_GRADER
 
 
@@ -38,4 +40,17 @@ def teacher_beats_heuristic(reeval_report: dict) -> dg.AssetCheckResult:
         description=(f"teacher does not beat the heuristic under {ACTIVE_GRADER} on: {', '.join(losing)}"
                      if losing else f"teacher beats the heuristic under {ACTIVE_GRADER} on every condition"),
         metadata={f"{c}_teacher_minus_heuristic": round(t - h, 4) for c, (t, h) in rows.items()},
+    )
+
+
+@dg.asset_check(asset=sft_dataset, blocking=True,
+                description="No evaluation seed (conditions.EVAL_SEEDS) appears in any split of the training data.")
+def sft_dataset_has_no_eval_seeds(sft_dataset: dict) -> dg.AssetCheckResult:
+    leaked = check_no_eval_seeds(datasets.load_from_disk(sft_dataset["path"]))
+    return dg.AssetCheckResult(
+        passed=not leaked,
+        severity=dg.AssetCheckSeverity.ERROR,
+        description=(f"evaluation seeds in the training data: {leaked[:20]}" if leaked
+                     else "no evaluation seed in any split"),
+        metadata={"leaked_episodes": len(leaked)},
     )

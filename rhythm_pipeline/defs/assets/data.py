@@ -6,9 +6,10 @@ Asset bodies only translate between Dagster and rhythm_core.stages: config in, m
 
 import dagster as dg
 
-from rhythm_core.stages import StageIncomplete, reeval_stage, teacher_stage
+from rhythm_core.dataset import push_to_hub
 from rhythm_core.spec import ENV_VERSION
-from rhythm_pipeline.defs.resources import TeacherResource
+from rhythm_core.stages import StageIncomplete, dataset_stage, reeval_stage, teacher_stage
+from rhythm_pipeline.defs.resources import HubResource, TeacherResource
 from rhythm_pipeline.settings import ACTIVE_GRADER, artifact_root
 
 
@@ -89,3 +90,47 @@ def reeval_report(context: dg.AssetExecutionContext, teacher_trajectories: dict)
             "upstream_trajectories_version": teacher_trajectories["version"],
         },
     )
+
+
+class SftDatasetConfig(dg.Config):
+    filter: str = "none"  # none | beat_heuristic (keep episodes where the teacher beat the heuristic)
+    validation_fraction: float = 0.1
+    split_seed: int = 0
+    push_to_hub: bool = False
+    hub_repo_name: str = "rhythm-sft"
+
+
+@dg.asset(
+    group_name="data",
+    code_version="sft-dataset-1",
+    kinds={"python", "huggingface"},
+    description=(
+        "A Hugging Face DatasetDict in the conversational format: system prompt, the rendered observation "
+        "history as the user turn, the teacher's JSON answer as the assistant turn; one example per step, "
+        "train/validation split by episode, with the true belief and the env snapshot of each step as "
+        "columns for GRPO rewards. Saved with a dataset card stating its provenance; optionally pushed "
+        "to the Hub (private by default) through the HubResource."
+    ),
+)
+def sft_dataset(context: dg.AssetExecutionContext, config: SftDatasetConfig, teacher_trajectories: dict,
+                reeval_report: dict, hub: HubResource) -> dg.Output[dict]:
+    result = dataset_stage(teacher_trajectories, reeval_report, artifact_root(context), grader=ACTIVE_GRADER,
+                           filter=config.filter, validation_fraction=config.validation_fraction,
+                           split_seed=config.split_seed)
+    metadata = {
+        "artifact_path": dg.MetadataValue.path(result["path"]),
+        "examples_train": result["examples"]["train"],
+        "examples_validation": result["examples"]["validation"],
+        "episodes_train": result["episodes"]["train"],
+        "episodes_validation": result["episodes"]["validation"],
+        "filter": config.filter,
+        "content_hash": result["content_hash"],
+        "teacher": result["provenance"]["teacher"]["id"],
+        "upstream_trajectories_version": teacher_trajectories["version"],
+    }
+    if config.push_to_hub:
+        pushed = push_to_hub(result["path"], hub.repo_id(config.hub_repo_name), api=hub.api(), private=hub.private)
+        result["hub"] = pushed
+        metadata.update(hub_repo_id=pushed["repo_id"], hub_revision=pushed["revision"],
+                        hub_url=dg.MetadataValue.url(pushed["url"]))
+    return dg.Output(result, data_version=dg.DataVersion(result["version"]), metadata=metadata)
