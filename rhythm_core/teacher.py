@@ -105,8 +105,16 @@ class TeacherRequestError(RuntimeError):
 
 
 class CostBudget:
-    """Reserves a request's worst-case cost before sending it, so concurrent requests together
-    can never push the spend past max_cost_usd; the reservation is replaced by the real cost."""
+    """Keeps spend under max_cost_usd without wasting money on episodes that cannot finish.
+
+    An episode starts only if its estimated cost fits in what is left after the spend and the
+    estimates of the episodes in flight (an upper bound until one episode has finished, then 1.25x
+    the mean real cost), so a run never pays for a half episode it must throw away. Each request
+    also reserves its own worst case before it is sent, as a hard guard under concurrency.
+    """
+
+    SAFETY = 1.25
+    PROMPT_CHARS_BOUND = 6_000  # a full 28-step prompt (system + history) stays below this
 
     def __init__(self, settings: TeacherSettings):
         self.max = settings.max_cost_usd
@@ -114,14 +122,36 @@ class CostBudget:
         self.price_out = settings.price_output_per_m / 1e6
         self.max_tokens = settings.max_tokens
         self.spent = 0.0
-        self.reserved = 0.0
+        self.reserved = 0.0  # in-flight requests
+        self.episodes_reserved = 0.0  # in-flight episodes
+        self.episode_costs: list[float] = []
 
     def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
         return prompt_tokens * self.price_in + completion_tokens * self.price_out
 
+    def _request_bound(self, chars: int) -> float:
+        return self.cost(chars // 2 + 16, self.max_tokens)  # >= 2 chars per token: an upper bound
+
+    def episode_estimate(self) -> float:
+        if self.episode_costs:
+            return self.SAFETY * sum(self.episode_costs) / len(self.episode_costs)
+        return STEPS_PER_EPISODE * self._request_bound(self.PROMPT_CHARS_BOUND)
+
+    def admit_episode(self) -> float:
+        estimate = self.episode_estimate()
+        if self.max is not None and self.spent + self.episodes_reserved + estimate > self.max:
+            raise BudgetExceeded(f"another episode could cost ${estimate:.4f}; spent ${self.spent:.4f} of "
+                                 f"${self.max:.2f} with ${self.episodes_reserved:.4f} reserved for episodes in flight")
+        self.episodes_reserved += estimate
+        return estimate
+
+    def finish_episode(self, estimate: float, actual: float | None) -> None:
+        self.episodes_reserved -= estimate
+        if actual is not None:
+            self.episode_costs.append(actual)
+
     def reserve(self, messages: list[dict]) -> float:
-        chars = sum(len(m["content"]) for m in messages)
-        estimate = self.cost(chars // 2 + 16, self.max_tokens)  # >= 2 chars per token: an upper bound
+        estimate = self._request_bound(sum(len(m["content"]) for m in messages))
         if self.max is not None and self.spent + self.reserved + estimate > self.max:
             raise BudgetExceeded(f"the next request could cost ${estimate:.4f}; spent ${self.spent:.4f} of ${self.max:.2f}")
         self.reserved += estimate
@@ -340,6 +370,14 @@ async def _run_openai(settings, condition, seeds, writer, client, on_episode, lo
         async with semaphore:
             if state["stopped"]:
                 return
+            record = None
+            try:
+                estimate = budget.admit_episode()
+            except BudgetExceeded as exc:
+                if not state["stopped"]:
+                    log(f"stopping before the cost limit: {exc}")
+                state["stopped"] = "max_cost_usd"
+                return
             try:
                 record = await runner.episode(condition, seed, settings)
             except BudgetExceeded as exc:
@@ -351,6 +389,8 @@ async def _run_openai(settings, condition, seeds, writer, client, on_episode, lo
                 log(str(exc))
                 state["failed"].append(seed)
                 return
+            finally:
+                budget.finish_episode(estimate, record["usage"]["cost_usd"] if record else None)
             writer.write(record)
             state["written"].append(record)
             on_episode(record)

@@ -11,16 +11,17 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from openai_server import FakeOpenAIServer, serve
 
 from rhythm_core.env import Observation
 from rhythm_core.protocol import fallback_action
 from rhythm_core.spec import ACTIONS, METERS, STEPS_PER_EPISODE
-from rhythm_core.teacher import REASK, TeacherSettings, run_teacher
+from rhythm_core.teacher import REASK, TeacherSettings, _retry_after, run_teacher
 from rhythm_core.trajectories import SCHEMA, TrajectoryError, read_trajectories, replay_check
+from tests.openai_server import FakeOpenAIServer, serve
 
 REPO = Path(__file__).resolve().parents[1]
 COND = "continuous"
@@ -189,6 +190,29 @@ def test_429_is_retried_after_the_retry_after_delay(tmp_path, server):
     assert second.time - first.time >= 0.3  # the header's delay, not the 0.01 s backoff
     step = check_file(tmp_path / "o.jsonl", [1000])[0]["steps"][3]
     assert step["attempts"] == 1 and not step["invalid"]  # a retry is not a re-ask
+
+
+@pytest.mark.parametrize("header", ["soon", "Wed, 21 Oct 2015 07:28:00 GMT"])
+def test_an_unusable_or_past_retry_after_falls_back_without_crashing(tmp_path, server, header):
+    rule = server.fault("rate_limit", when=step_of(1000, 2), times=1, retry_after=header)
+    result = run_teacher(openai_settings(server, concurrency=1), COND, [1000], tmp_path / "o.jsonl")
+    assert rule.fired == 1 and result.written == 1 and result.retries == 1
+    first, second = server.requests_for(episode_seed=1000, step=2)
+    assert second.time - first.time < 0.3  # our short backoff (or no wait for a past date)
+
+
+def test_retry_after_parsing():
+    def delay(**headers):
+        return _retry_after(SimpleNamespace(response=SimpleNamespace(headers=headers)))  # lower-case names, as httpx looks them up
+
+    assert delay(**{"retry-after": "0.25"}) == 0.25
+    assert delay(**{"retry-after-ms": "1500", "retry-after": "9"}) == 1.5
+    assert delay(**{"retry-after": "-3"}) == 0.0
+    assert delay(**{"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}) == 0.0
+    for bad in ("soon", "inf", "nan", "1e999"):  # must not crash the run nor sleep forever
+        assert delay(**{"retry-after": bad}) is None
+    assert delay() is None
+    assert _retry_after(RuntimeError("no response")) is None
 
 
 def test_500_is_retried(tmp_path, server):

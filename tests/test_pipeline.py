@@ -1,0 +1,153 @@
+"""The data half materializes through Dagster in a temporary instance, with its checks, stable data
+versions, resumable failures, and no secret anywhere on disk."""
+
+import json
+import secrets
+from pathlib import Path
+
+import dagster as dg
+import datasets
+import pytest
+
+from rhythm_pipeline.defs.assets.data import reeval_report, sft_dataset, teacher_trajectories
+from rhythm_pipeline.defs.checks import (
+    sft_dataset_has_no_eval_seeds,
+    teacher_beats_heuristic,
+    teacher_trajectories_complete_and_valid,
+)
+from rhythm_pipeline.defs.resources import HubResource, TeacherResource
+from tests.openai_server import serve
+
+ASSETS = [teacher_trajectories, reeval_report, sft_dataset]
+CHECKS = [teacher_trajectories_complete_and_valid, teacher_beats_heuristic, sft_dataset_has_no_eval_seeds]
+
+
+def run_config(seeds="1000-1011"):
+    return {"ops": {"teacher_trajectories": {"config": {"seeds": seeds}}}}
+
+
+def materialize(instance, teacher=None, seeds="1000-1011", **kwargs):
+    return dg.materialize(
+        [*ASSETS, *CHECKS], instance=instance, run_config=run_config(seeds),
+        resources={"teacher": teacher or TeacherResource(), "hub": HubResource()}, **kwargs,
+    )
+
+
+def outputs(result):
+    return {key.to_user_string(): result.output_for_node(key.to_user_string()) for key in
+            (a.key for a in ASSETS)}
+
+
+@pytest.fixture
+def instance(tmp_path, monkeypatch):
+    monkeypatch.delenv("RHYTHM_ARTIFACTS", raising=False)
+    (tmp_path / "dagster").mkdir()
+    with dg.instance_for_test(temp_dir=str(tmp_path / "dagster")) as inst:
+        yield inst
+
+
+def test_data_half_materializes_with_checks_and_metadata(instance):
+    result = materialize(instance)
+    assert result.success
+    out = outputs(result)
+    checks = {e.check_name: e for e in result.get_asset_check_evaluations()}
+    assert set(checks) == {c.check_key.name for c in CHECKS} and all(e.passed for e in checks.values())
+
+    traj = out["teacher_trajectories"]
+    lines = Path(traj["path"]).read_text().splitlines()
+    assert [json.loads(line)["seed"] for line in lines] == list(range(1000, 1012))
+    assert Path(instance.storage_directory()) in Path(traj["path"]).parents  # under the instance's storage
+    assert Path(traj["path"]).parent.name == traj["version"]
+
+    report = json.loads(Path(out["reeval_report"]["json"]).read_text())
+    assert report["graders"] == ["v3", "v2"]
+    agents = {row["agent"] for row in report["per_condition"]}
+    assert agents == {"teacher", "random", "heuristic", "heuristic_const_belief"}
+
+    ds = datasets.load_from_disk(out["sft_dataset"]["path"])
+    assert len(ds["train"]) + len(ds["validation"]) == 12 * 28
+    assert (Path(out["sft_dataset"]["path"]) / "README.md").read_text().count("bayes") >= 1
+
+    materializations = {e.asset_key.to_user_string(): e.event_specific_data.materialization
+                        for e in result.get_asset_materialization_events()}
+    meta = materializations["teacher_trajectories"].metadata
+    for key in ("artifact_path", "episodes", "steps", "invalid_answer_rate", "prompt_tokens", "cost_usd", "wall_s",
+                "teacher_mean_score_v3", "teacher_mean_score_v2", "teacher", "seeds", "env_version"):
+        assert key in meta, key
+    assert meta["episodes"].value == 12
+    assert "| teacher |" in materializations["reeval_report"].metadata["report"].value
+    assert materializations["sft_dataset"].metadata["examples_train"].value == len(ds["train"])
+
+
+def test_rematerializing_the_same_inputs_gives_the_same_data_versions(instance):
+    first = materialize(instance)
+    second = materialize(instance)
+    versions = [
+        {e.asset_key.to_user_string(): e.event_specific_data.materialization.tags["dagster/data_version"]
+         for e in r.get_asset_materialization_events()}
+        for r in (first, second)
+    ]
+    assert versions[0] == versions[1]
+    assert outputs(first)["sft_dataset"]["path"] == outputs(second)["sft_dataset"]["path"]
+
+
+def test_evaluation_seeds_are_refused_as_training_data(instance):
+    result = materialize(instance, seeds="0-3", raise_on_error=False)
+    assert not result.success
+    failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
+    assert "seed 0 is not a training seed" in failure.event_specific_data.error.to_string()
+
+
+def test_eval_seed_check_blocks_a_leaky_dataset(tmp_path):
+    from rhythm_core.dataset import build_sft_dataset, save_sft_dataset
+    from rhythm_core.teacher import TeacherSettings, run_teacher
+    from rhythm_core.trajectories import read_trajectories
+
+    path = tmp_path / "leaky.jsonl"
+    run_teacher(TeacherSettings(), "continuous", [5, 1000], path)  # seed 5 is an evaluation seed
+    saved = save_sft_dataset(build_sft_dataset(read_trajectories(path).records), tmp_path / "ds", {})
+    result = sft_dataset_has_no_eval_seeds(sft_dataset={"path": saved["path"]})
+    assert not result.passed and result.severity == dg.AssetCheckSeverity.ERROR
+    assert "('continuous', 5)" in result.description
+
+
+def test_over_budget_teacher_fails_keeps_its_work_and_resumes(instance, monkeypatch):
+    with serve() as server:
+        def teacher(max_cost_usd):
+            return TeacherResource(backend="openai", model="fake-teacher", base_url=server.base_url, api_key="sk-x",
+                                   concurrency=2, price_input_per_m=1.0, price_output_per_m=1.0,
+                                   max_cost_usd=max_cost_usd)
+
+        result = materialize(instance, teacher=teacher(0.1), seeds="1000-1003", raise_on_error=False)
+        assert not result.success
+        failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
+        assert "max_cost_usd" in failure.event_specific_data.error.to_string()
+        requests_before = server.request_count
+        work = next((Path(instance.storage_directory()) / "rhythm" / "teacher_trajectories" / "work").glob("*.jsonl"))
+        done = len(work.read_text().splitlines())
+        assert 1 <= done < 4
+        cost = sum(json.loads(line)["usage"]["cost_usd"] for line in work.read_text().splitlines())
+        assert cost <= 0.1  # stopped before overspending, and no half episode was paid for and dropped
+        assert requests_before == done * 28
+
+        # Raise the budget: the next run pays only for the episodes that were missing.
+        result = materialize(instance, teacher=teacher(100.0), seeds="1000-1003")
+        assert result.success
+        assert server.request_count - requests_before == (4 - done) * 28
+        assert len(Path(outputs(result)["teacher_trajectories"]["path"]).read_text().splitlines()) == 4
+
+
+def test_api_key_never_reaches_disk_logs_or_event_log(instance, monkeypatch, tmp_path):
+    canary = "sk-canary-" + secrets.token_hex(12)
+    monkeypatch.setenv("OPENAI_API_KEY", canary)
+    with serve() as server:
+        teacher = TeacherResource(backend="openai", model="fake-teacher", base_url=server.base_url,
+                                  api_key=dg.EnvVar("OPENAI_API_KEY"), concurrency=2)
+        result = materialize(instance, teacher=teacher, seeds="1000-1001")
+        assert result.success
+        assert all(r.authorization == f"Bearer {canary}" for r in server.requests)  # the key was really used
+    leaks = [p for p in Path(tmp_path).rglob("*") if p.is_file() and canary.encode() in p.read_bytes()]
+    assert leaks == []
+    logs = json.dumps([str(e) for e in instance.all_logs(result.run_id)])
+    assert canary not in logs
+    assert canary not in json.dumps(instance.get_run_by_id(result.run_id).run_config, default=str)
