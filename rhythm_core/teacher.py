@@ -212,7 +212,7 @@ def _bayes_chunk(settings: TeacherSettings, condition: str, seeds: np.ndarray) -
     histories = [[obs.item(i)] for i in range(n)]
     steps: list[list[dict]] = [[] for _ in range(n)]
     beliefs: list[list[dict]] = [[] for _ in range(n)]
-    zero = {"prompt_tokens": 0, "completion_tokens": 0}
+    zero = {"prompt_tokens": 0, "completion_tokens": 0, "requests": 0, "retries": 0}
     for t in range(STEPS_PER_EPISODE):
         decision = agent.act(obs)
         obs, *_ = env.step(decision.actions)
@@ -288,8 +288,11 @@ class _OpenAIRunner:
         self.rng = random.Random(0)
 
     async def chat(self, messages: list[dict], seed: int) -> tuple[str, dict]:
+        """One answer, retrying 429, 5xx, timeouts and connection errors. Returns (text, usage) with
+        usage = {prompt_tokens, completion_tokens, requests, retries} for this answer."""
         s = self.settings
         last_error = None
+        retries = 0
         for attempt in range(s.max_retries + 1):
             estimate = self.budget.reserve(messages)
             try:
@@ -307,6 +310,7 @@ class _OpenAIRunner:
                 if delay is None:
                     delay = min(s.backoff_cap_s, s.backoff_base_s * 2**attempt) * (0.5 + self.rng.random())
                 self.retries += 1
+                retries += 1
                 self.log(f"seed {seed}: {type(exc).__name__}, retry {attempt + 1}/{s.max_retries} in {delay:.2f}s")
                 await asyncio.sleep(delay)
                 continue
@@ -318,7 +322,8 @@ class _OpenAIRunner:
             completion_tokens = getattr(usage, "completion_tokens", 0) or 0
             self.budget.settle(estimate, self.budget.cost(prompt_tokens, completion_tokens))
             content = response.choices[0].message.content if response.choices else None
-            return content or "", {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
+            return content or "", {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                                   "requests": retries + 1, "retries": retries}
         raise TeacherRequestError(f"seed {seed}: gave up after {s.max_retries} retries: {type(last_error).__name__}: {last_error}")
 
     async def episode(self, condition: str, seed: int, settings: TeacherSettings) -> dict:
@@ -326,11 +331,11 @@ class _OpenAIRunner:
         obs, _ = env.reset(seed=seed)
         history = [obs]
         steps, beliefs = [], []
-        totals = {"prompt_tokens": 0, "completion_tokens": 0}
+        totals = {"prompt_tokens": 0, "completion_tokens": 0, "requests": 0, "retries": 0}
         last_belief = None
         for t in range(STEPS_PER_EPISODE):
             messages = render_messages(history)
-            usage = {"prompt_tokens": 0, "completion_tokens": 0}
+            usage = {"prompt_tokens": 0, "completion_tokens": 0, "requests": 0, "retries": 0}
             attempts = 0
             while True:
                 attempts += 1
@@ -355,8 +360,7 @@ class _OpenAIRunner:
             history.append(obs)
             for k in totals:
                 totals[k] += usage[k]
-        episode_usage = {**totals, "requests": sum(s["attempts"] for s in steps), "retries": None,
-                         "cost_usd": round(self.budget.cost(totals["prompt_tokens"], totals["completion_tokens"]), 6)}
+        episode_usage = {**totals, "cost_usd": round(self.budget.cost(totals["prompt_tokens"], totals["completion_tokens"]), 6)}
         return _episode_record(settings, condition, seed, steps, env.vector.meters_history[0], beliefs, episode_usage)
 
 

@@ -6,7 +6,7 @@ Schema "rhythm-trajectory-1" (one object per line):
     teacher: {backend, model, id},
     protocol: {system_prompt_sha256},
     steps: [{step, observation, prompt, raw_answer, parsed: {valid, action, belief, reasoning, error},
-             action, invalid, attempts, meters_after, usage: {prompt_tokens, completion_tokens}}] x 28,
+             action, invalid, attempts, meters_after, usage: {prompt_tokens, completion_tokens, requests, retries}}] x 28,
     actions: [28 names], beliefs: [28 x ({social, morning, work} | null)], invalid: [28 bools],
     meters: [29 x 5], usage: {prompt_tokens, completion_tokens, requests, retries, cost_usd}
 

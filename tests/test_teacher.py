@@ -84,7 +84,7 @@ def test_bayes_writes_one_line_per_seed_and_resume_only_adds_new_seeds(tmp_path)
             assert step["step"] == t and f"(step {t + 1} of {STEPS_PER_EPISODE})" in step["prompt"]
             assert step["parsed"]["valid"] and step["parsed"]["action"] == step["action"] == record["actions"][t]
             assert json.loads(step["raw_answer"])["action"] == step["action"]
-            assert set(step["usage"]) == {"prompt_tokens", "completion_tokens"}
+            assert set(step["usage"]) == {"prompt_tokens", "completion_tokens", "requests", "retries"}
             assert set(step["meters_after"]) == set(METERS)
     before = out.read_bytes()
 
@@ -112,6 +112,8 @@ def test_resume_after_a_crash_drops_the_cut_tail_and_redoes_that_episode(tmp_pat
     with open(out, "ab") as fh:  # a crash mid-write: half of seed 1004's line, no newline
         fh.write(line[: len(line) // 2])
     assert read_trajectories(out).truncated_tail
+    with pytest.raises(TrajectoryError, match=f"^{out}:5: incomplete last line"):
+        read_trajectories(out, allow_truncated_tail=False)
 
     result = run_teacher(bayes(), COND, range(1000, 1006), out)
     assert result.dropped_tail and (result.written, result.skipped) == (2, 4)
@@ -185,6 +187,9 @@ def test_429_is_retried_after_the_retry_after_delay(tmp_path, server):
     result = run_teacher(openai_settings(server, concurrency=1), COND, [1000], tmp_path / "o.jsonl")
     assert rule.fired == 1 and result.written == 1 and result.retries == 1
     assert result.requests == STEPS_PER_EPISODE + 1
+    record = read_trajectories(tmp_path / "o.jsonl").records[0]
+    assert (record["usage"]["retries"], record["usage"]["requests"]) == (1, STEPS_PER_EPISODE + 1)
+    assert record["steps"][3]["usage"]["retries"] == 1
     first, second = server.requests_for(episode_seed=1000, step=3)
     assert (first.response_status, second.response_status) == (429, 200)
     assert second.time - first.time >= 0.3  # the header's delay, not the 0.01 s backoff
@@ -292,22 +297,26 @@ def test_retries_exhausted_fail_that_seed_only_and_a_rerun_completes_it(tmp_path
 
 def test_the_cost_guard_stops_before_the_limit_and_leaves_complete_episodes(tmp_path, server):
     out = tmp_path / "o.jsonl"
-    # ~1,000 prompt tokens a request at $100/M: ~$0.1 a request, ~$3 an episode.
-    priced = {"price_input_per_m": 100.0, "price_output_per_m": 200.0}
-    limit = 8.0
-    result = run_teacher(openai_settings(server, concurrency=2, max_cost_usd=limit, **priced), COND,
-                         range(1000, 1006), out)
+    # ~1,000 prompt tokens a request at $10/M: ~$0.01 a request, ~$0.3 an episode; a worst-case
+    # bound for a whole episode (long prompts, max_tokens answers) stays near $1, under the limit.
+    priced = {"price_input_per_m": 10.0, "price_output_per_m": 20.0}
+    limit, seeds = 1.5, range(1000, 1008)
+    result = run_teacher(openai_settings(server, concurrency=2, max_cost_usd=limit, **priced), COND, seeds, out)
     assert result.stopped_reason == "max_cost_usd"
     assert 0 < result.cost_usd <= limit
-    assert 1 <= result.written < 6 and result.failed_seeds == []
-    assert server.request_count < 6 * STEPS_PER_EPISODE
+    assert 1 <= result.written < len(seeds) and result.failed_seeds == []
+    assert server.request_count < len(seeds) * STEPS_PER_EPISODE
     records = check_file(out, [r["seed"] for r in read_trajectories(out).records])
     assert len(records) == result.written and all(len(r["steps"]) == STEPS_PER_EPISODE for r in records)
+    for record in records:  # each episode's cost is its own tokens at the set prices
+        usage = record["usage"]
+        assert usage["cost_usd"] == pytest.approx((10.0 * usage["prompt_tokens"] + 20.0 * usage["completion_tokens"]) / 1e6,
+                                                  abs=1e-6)
     assert sum(r["usage"]["cost_usd"] for r in records) <= result.cost_usd + 1e-6
 
-    rest = run_teacher(openai_settings(server, **priced), COND, range(1000, 1006), out)  # no limit: finish
-    assert rest.stopped_reason is None and rest.written == 6 - result.written
-    check_file(out, range(1000, 1006))
+    rest = run_teacher(openai_settings(server, **priced), COND, seeds, out)  # no limit: finish the rest
+    assert rest.stopped_reason is None and (rest.written, rest.skipped) == (len(seeds) - result.written, result.written)
+    check_file(out, seeds)
 
 
 # ------------------------------------------------------------------------------- the CLI, for real
@@ -331,8 +340,8 @@ def test_cli_killed_mid_run_resumes_without_duplicates(tmp_path):
     out = tmp_path / "killed.jsonl"
     with serve(latency=0.03) as server:
         cmd = _cli(server, out, "1000-1011", "RHYTHM_TEST_KEY", "--concurrency", "4")
-        proc = subprocess.Popen(cmd, cwd=REPO, env=_env("RHYTHM_TEST_KEY", KEY),
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        log = open(tmp_path / "killed.log", "wb")  # closed below
+        proc = subprocess.Popen(cmd, cwd=REPO, env=_env("RHYTHM_TEST_KEY", KEY), stdout=log, stderr=log)
         try:
             deadline = time.monotonic() + 30
             while _complete_lines(out) < 3 and proc.poll() is None and time.monotonic() < deadline:
@@ -341,8 +350,10 @@ def test_cli_killed_mid_run_resumes_without_duplicates(tmp_path):
         finally:
             proc.kill()
             proc.wait()
+            log.close()
         done = _complete_lines(out)
-        assert proc.returncode == -signal.SIGKILL and 3 <= done < 12
+        assert proc.returncode == -signal.SIGKILL, (tmp_path / "killed.log").read_text()
+        assert 3 <= done < 12  # killed mid-run, with episodes in flight
         kept = len(read_trajectories(out).records)  # a cut tail, if any, is allowed here
         assert kept == done
 
