@@ -44,7 +44,7 @@ import numpy as np
 import yaml
 
 from .conditions import EVAL_SEEDS
-from .env import EnvState, VectorRhythmEnv
+from .env import VectorRhythmEnv
 from .profiles import sample_factors
 from .protocol import SYSTEM_PROMPT, format_answer
 from .spec import ACTION_INDEX, ENV_VERSION, STEPS_PER_EPISODE, true_belief
@@ -94,22 +94,6 @@ def assign_splits(episodes: Iterable[tuple[str, int]], validation_fraction: floa
     return split
 
 
-def _episode_state(snap: EnvState, i: int) -> str:
-    """Episode i of a vector snapshot as the JSON of a one-episode EnvState (exact floats)."""
-    one = EnvState(
-        condition=snap.condition,
-        seeds=snap.seeds[i : i + 1],
-        step=snap.step,
-        meters=snap.meters[i : i + 1],
-        last_action=snap.last_action[i : i + 1],
-        last_delta=snap.last_delta[i : i + 1],
-        anomaly=snap.anomaly[i : i + 1],
-        meters_history=snap.meters_history[i : i + 1],
-        action_history=snap.action_history[i : i + 1],
-    )
-    return json.dumps(one.to_dict(), sort_keys=True, separators=(",", ":"), allow_nan=False)
-
-
 def _replay_states(condition: str, records: list[dict], keep: list[list[bool]]) -> list[list[str | None]]:
     """Replay all episodes of one condition in one vector env; return each kept step's env_state JSON.
 
@@ -135,7 +119,7 @@ def _replay_states(condition: str, records: list[dict], keep: list[list[bool]]) 
         if rows:
             snap = env.snapshot()
             for i in rows:
-                states[i][t] = _episode_state(snap, i)
+                states[i][t] = snap.episode(i).to_json()
         env.step(actions[:, t])
     return states
 

@@ -8,6 +8,7 @@ the seed, so an episode is a pure function of (condition, seed, actions).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -120,6 +121,20 @@ class EnvState:
 
     def to_dict(self) -> dict:
         return {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in self.__dict__.items()}
+
+    def to_json(self) -> str:
+        """Compact JSON with exact floats (repr round-trips), for dataset columns."""
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> EnvState:
+        return cls.from_dict(json.loads(text))
+
+    def episode(self, i: int) -> EnvState:
+        """Episode i of a batch snapshot, as a one-episode snapshot."""
+        arrays = {name: getattr(self, name)[i : i + 1] for name in self.__dataclass_fields__
+                  if name not in ("condition", "step")}
+        return EnvState(condition=self.condition, step=self.step, **arrays)
 
     @classmethod
     def from_dict(cls, data: dict) -> EnvState:

@@ -62,6 +62,12 @@ Answer with exactly one JSON object and nothing else:
 "action": "DEEP_WORK"}}
 "action" must be one of: {", ".join(ACTIONS)}."""
 
+COMPACT_SYSTEM_PROMPT = (
+    "RhythmEnv coach. Infer the person's hidden profile from the anomalies and act on it. Answer with one "
+    'JSON object: {"reasoning": ..., "belief": {"social": ..., "morning": ..., "work": ...}, "action": ...}.'
+)
+PROMPT_VARIANTS = {"full": SYSTEM_PROMPT, "compact": COMPACT_SYSTEM_PROMPT}
+
 _METER_HEADER = " ".join(m[:4] for m in METERS)  # "vita cogn prog sere conn"
 
 
@@ -118,7 +124,16 @@ def render_user_prompt(history) -> str:
     return "\n".join(lines)
 
 
-def render_messages(history, actions_taken: list[str] | None = None) -> list[dict]:
+def system_prompt(variant: str = "full") -> str:
+    """The system message: "full" explains the task (LLM teachers, pretrained students); "compact"
+    is a short fixed marker for students trained from scratch, which cannot use the explanation
+    and would otherwise spend most of their compute re-reading it."""
+    if variant not in PROMPT_VARIANTS:
+        raise ValueError(f"unknown prompt variant {variant!r}; allowed: {', '.join(PROMPT_VARIANTS)}")
+    return PROMPT_VARIANTS[variant]
+
+
+def render_messages(history, actions_taken: list[str] | None = None, *, variant: str = "full") -> list[dict]:
     """Chat messages for the decision at history[-1] (a pure function of the history).
 
     actions_taken is optional: the observations already record each step's action. When given, it
@@ -126,7 +141,7 @@ def render_messages(history, actions_taken: list[str] | None = None) -> list[dic
     """
     _check_history(history, actions_taken)
     return [
-        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "system", "content": system_prompt(variant)},
         {"role": "user", "content": render_user_prompt(history)},
     ]
 

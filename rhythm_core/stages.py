@@ -142,3 +142,36 @@ def dataset_stage(trajectories: dict, reeval: dict | None, root, *, grader: str,
     }
     summary = save_sft_dataset(dataset, Path(root) / "sft_dataset" / version, provenance)
     return {**summary, "version": version, "provenance": provenance}
+
+
+def checkpoint_staging(root, stage: str) -> Path:
+    """A fresh directory to train `stage` into before it is published."""
+    return staging_dir(Path(root) / stage)
+
+
+def publish_checkpoint(staged, root, stage: str) -> dict:
+    """Publish a trained stage's directory under <root>/<stage>/<weights hash>; returns result.json
+    with its paths rewritten to the published location."""
+    staged = Path(staged)
+    result = json.loads((staged / "result.json").read_text())
+    weights = sorted((staged / "model").glob("*.safetensors"))
+    if not weights:
+        raise FileNotFoundError(f"{staged / 'model'}: the training run saved no *.safetensors weights")
+    digest = hashlib.sha256()
+    for w in weights:
+        digest.update(sha256_file(w).encode())
+    version = digest.hexdigest()[:16]
+    final = publish_dir(staged, Path(root) / stage / version)
+    for key, value in list(result.items()):
+        if isinstance(value, str) and value.startswith(str(staged)):
+            result[key] = str(final) + value[len(str(staged)):]
+    (final / "result.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
+    return {**result, "version": version, "path": str(final)}
+
+
+def push_checkpoint(model_dir, repo_id: str, *, api, private: bool = True) -> dict:
+    """Upload a checkpoint directory to a Hub model repo; returns repo id, revision and URL."""
+    api.create_repo(repo_id, repo_type="model", private=private, exist_ok=True)
+    commit = api.upload_folder(folder_path=str(model_dir), repo_id=repo_id, repo_type="model",
+                               commit_message=f"rhythm checkpoint from {Path(model_dir).parent.name}")
+    return {"repo_id": repo_id, "revision": commit.oid, "url": f"https://huggingface.co/{repo_id}"}

@@ -61,6 +61,61 @@ class HubResource(dg.ConfigurableResource):
         return f"{self.namespace}/{name}"
 
 
+class ComputeResource(dg.ConfigurableResource):
+    """Where training runs. backend: local (a subprocess on this machine's CPU or CUDA, through
+    Dagster Pipes) | hf_jobs (Hugging Face Jobs running the same rhythm_core code version)."""
+
+    backend: str = "local"
+    hf_flavor: str = "a10g-small"
+    hf_timeout: str = "2h"
+    hf_namespace: str | None = None
+    hf_token: str | None = None
+    hf_image: str | None = None
+
+    def train(self, context, *, stage: str, config: dict, dataset_dir: str, out_dir: str,
+              init_dir: str | None = None, provenance: dict | None = None) -> dict:
+        """Run one training stage into `out_dir` (which then holds result.json and model/)."""
+        if self.backend == "local":
+            return self._train_local(context, stage, config, dataset_dir, out_dir, init_dir, provenance)
+        if self.backend == "hf_jobs":
+            return self._train_hf_jobs(context, stage, config, dataset_dir, out_dir, init_dir, provenance)
+        raise ValueError(f"unknown compute backend {self.backend!r}; allowed: local, hf_jobs")
+
+    def _train_local(self, context, stage, config, dataset_dir, out_dir, init_dir, provenance) -> dict:
+        import json
+        import sys
+        from pathlib import Path
+
+        extras = {"stage": stage, "config": config, "dataset": dataset_dir, "out": out_dir, "init": init_dir,
+                  "provenance": provenance or {}}
+        dg.PipesSubprocessClient().run(
+            context=context, command=[sys.executable, "-m", "rhythm_pipeline.train_entry"], extras=extras,
+        )
+        return json.loads(Path(out_dir, "result.json").read_text())
+
+    def _train_hf_jobs(self, context, stage, config, dataset_dir, out_dir, init_dir, provenance) -> dict:
+        import json
+        from pathlib import Path
+
+        from huggingface_hub import HfApi, snapshot_download
+        from rhythm_core.compute.hf_jobs import HFJobSpec, run_training_job
+
+        import rhythm_core
+
+        api = HfApi(token=self.hf_token)
+        spec = HFJobSpec(flavor=self.hf_flavor, timeout=self.hf_timeout, namespace=self.hf_namespace,
+                         image=self.hf_image)
+        job = run_training_job(stage, config, dataset_dir=dataset_dir, init_dir=init_dir, provenance=provenance,
+                               api=api, spec=spec, project_root=Path(rhythm_core.__file__).parents[1],
+                               token=self.hf_token, log=context.log.info)
+        context.log.info(f"HF job {job['job_id']} finished: {job['hub_repo_id']}@{job['hub_revision']}")
+        # The lineage keeps a local copy; the Hub repo and revision stay in the metadata.
+        snapshot_download(job["hub_repo_id"], revision=job["hub_revision"], local_dir=out_dir, token=self.hf_token)
+        result = json.loads(Path(out_dir, "result.json").read_text())
+        return {**result, "hf_job": {k: job.get(k) for k in ("job_id", "job_url", "status", "code_version",
+                                                              "hub_repo_id", "hub_revision", "flavor")}}
+
+
 def _secret(name: str):
     # An EnvVar only when the variable exists, so the offline default loads without any secret set.
     return dg.EnvVar(name) if os.environ.get(name) else None
@@ -77,5 +132,9 @@ def resources() -> dg.Definitions:
                 api_key=_secret("OPENAI_API_KEY"),
             ),
             "hub": HubResource(token=_secret("HF_TOKEN"), namespace=os.environ.get("RHYTHM_HUB_NAMESPACE") or None),
+            "compute": ComputeResource(
+                backend=os.environ.get("RHYTHM_COMPUTE", "local"), hf_token=_secret("HF_TOKEN"),
+                hf_namespace=os.environ.get("RHYTHM_HUB_NAMESPACE") or None,
+            ),
         }
     )

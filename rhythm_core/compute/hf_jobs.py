@@ -1,0 +1,501 @@
+"""Run a training stage on Hugging Face Jobs with the exact local code.
+
+The job runs the same entry point as local training (`python -m rhythm_core.training.entry`):
+
+1. the working tree is built into a wheel; its sha256 is the code version;
+2. the wheel and the inputs (dataset, init checkpoint, config.json, provenance.json) are uploaded to
+   the private dataset repo `{namespace}/{staging_repo}` under `runs/{run_key}/`, where `run_key` is
+   the stage plus a hash of (code version, config, inputs), so identical inputs reuse one folder;
+   the commit oid pins the inputs' revision;
+3. a generated uv script (PEP 723) is submitted with `HfApi.run_uv_job`; inside the job it downloads
+   `runs/{run_key}` at that revision, checks the wheel's sha256, installs it, runs the entry point
+   (its output is the job log), uploads the output directory to the private model repo
+   `{namespace}/{result_repo_prefix}-{stage}` (each commit holds exactly one run's outputs) and
+   prints `RHYTHM_JOB_RESULT {json}` with the repo id and commit oid;
+4. the job's logs are followed (every line goes to `log`, `RHYTHM_LOG` entries to `on_metrics`)
+   until the job ends; an interruption of the caller cancels the job.
+
+The token only travels as the job secret HF_TOKEN (and authenticates the API calls): it is never
+written into the script, its arguments, the environment, the logs or the returned record.
+Hub and Jobs calls go through the injected `api` (an `HfApi` or a test double).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..artifacts import sha256_dir, sha256_file
+from ..training.entry import LOG_PREFIX
+
+JOB_RESULT_PREFIX = "RHYTHM_JOB_RESULT "
+STAGES = ("sft", "grpo")
+# Stages after which a job never runs again (huggingface_hub's TERMINAL_JOB_STAGES).
+TERMINAL_STAGES = frozenset({"COMPLETED", "CANCELED", "ERROR", "DELETED"})
+HUB_DEPENDENCY = "huggingface_hub>=0.34"
+# Fixed zip timestamps, so the same code gives the same wheel bytes and the same code version.
+_SOURCE_DATE_EPOCH = "315532800"  # 1980-01-01, the earliest date a zip entry can hold
+_TEMPLATE_SLOT = "__RHYTHM_JOB_DEFAULTS__"
+
+
+class HFJobError(RuntimeError):
+    """A Hugging Face job ended without a usable result (failed, canceled, or no result line)."""
+
+    def __init__(self, message: str, *, job_id: str, stage: str | None, status_message: str | None,
+                 log_tail: list[str], job_url: str | None = None):
+        super().__init__(message)
+        self.job_id = job_id
+        self.stage = stage
+        self.status_message = status_message
+        self.log_tail = log_tail
+        self.job_url = job_url
+
+
+@dataclass
+class HFJobSpec:
+    flavor: str = "a10g-small"
+    timeout: str = "2h"  # passed to run_uv_job
+    namespace: str | None = None  # user/org that owns the staging repo, the result repo and the job
+    image: str | None = None  # None: the uv job default image
+    python: str | None = "3.11"
+    staging_repo: str = "rhythm-jobs"  # dataset repo for the wheel + inputs
+    result_repo_prefix: str = "rhythm"  # model repo "{namespace}/{prefix}-{stage}" for outputs
+    log_tail_lines: int = 40
+
+
+# --------------------------------------------------------------------------------------------------
+# The code: a wheel of the working tree
+
+
+def _copy_source_tree(root: Path, dest: Path) -> None:
+    """Copy what a wheel is built from: the top-level files and the top-level packages (or src/).
+
+    Building from a copy keeps the build out of the working tree (no build/ or egg-info written
+    there) and keeps stale files from an earlier build/lib out of the wheel."""
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build", "dist", ".*")
+    dest.mkdir(parents=True)
+    for entry in sorted(root.iterdir()):
+        if entry.name.startswith("."):
+            continue
+        if entry.is_file():
+            shutil.copy2(entry, dest / entry.name)
+        elif entry.is_dir() and (entry.name == "src" or (entry / "__init__.py").is_file()):
+            shutil.copytree(entry, dest / entry.name, ignore=ignore)
+
+
+def build_wheel(project_root, dest=None) -> Path:
+    """Build the project at `project_root` into a wheel (no dependencies, no build isolation).
+
+    Returns the .whl path (in `dest`, or a new temporary directory); its sha256 is the code version.
+    The same source gives the same bytes (SOURCE_DATE_EPOCH pins the zip timestamps)."""
+    root = Path(project_root).resolve()
+    if not (root / "pyproject.toml").is_file() and not (root / "setup.py").is_file():
+        raise FileNotFoundError(f"{root}: no pyproject.toml or setup.py to build a wheel from")
+    out = Path(dest) if dest is not None else Path(tempfile.mkdtemp(prefix="rhythm-wheel-"))
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="rhythm-wheel-src-") as tmp:
+        src = Path(tmp) / root.name
+        _copy_source_tree(root, src)
+        wheel_dir = Path(tmp) / "dist"
+        cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+               "--disable-pip-version-check", "--no-cache-dir", "-q", "-w", str(wheel_dir), str(src)]
+        proc = subprocess.run(cmd, capture_output=True, text=True,
+                              env={**os.environ, "SOURCE_DATE_EPOCH": _SOURCE_DATE_EPOCH})
+        if proc.returncode != 0:
+            raise RuntimeError(f"building a wheel of {root} failed (exit {proc.returncode}):\n"
+                               f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+        wheels = sorted(wheel_dir.glob("*.whl"))
+        if len(wheels) != 1:
+            raise RuntimeError(f"expected one wheel from {root}, got {[w.name for w in wheels]}")
+        final = out / wheels[0].name
+        shutil.move(str(wheels[0]), final)
+    return final
+
+
+# --------------------------------------------------------------------------------------------------
+# The job script
+
+
+_JOB_SCRIPT_TEMPLATE = '''\
+# /// script
+# requires-python = ">=3.11"
+# dependencies = [
+#     "__HUB_DEPENDENCY__",
+# ]
+# ///
+"""One rhythm training stage on Hugging Face Jobs (generated by rhythm_core.compute.hf_jobs).
+
+Downloads runs/<run_key>/ from the staging dataset repo at a pinned revision, checks and installs
+the shipped rhythm wheel, runs `python -m rhythm_core.training.entry`, uploads its output directory
+to the result model repo and prints `RHYTHM_JOB_RESULT {json}` last. HF_TOKEN comes from the job's
+secrets and is never printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+JOB_RESULT_PREFIX = "__JOB_RESULT_PREFIX__"
+ENTRY_MODULE = "rhythm_core.training.entry"
+
+# Written at submission; the job's arguments carry the same values.
+DEFAULTS = __RHYTHM_JOB_DEFAULTS__
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description="Run one rhythm training stage from staged inputs.")
+    parser.add_argument("--stage", default=DEFAULTS["stage"], choices=["sft", "grpo"])
+    parser.add_argument("--run-key", default=DEFAULTS["run_key"])
+    parser.add_argument("--staging-repo", default=DEFAULTS["staging_repo"])
+    parser.add_argument("--input-revision", default=DEFAULTS["input_revision"])
+    parser.add_argument("--wheel", default=DEFAULTS["wheel"])
+    parser.add_argument("--code-version", default=DEFAULTS["code_version"])
+    parser.add_argument("--result-repo", default=DEFAULTS["result_repo"])
+    parser.add_argument("--init", action=argparse.BooleanOptionalAction, default=DEFAULTS["init"])
+    parser.add_argument("--provenance", action=argparse.BooleanOptionalAction, default=DEFAULTS["provenance"])
+    parser.add_argument("--workdir", default=None, help="default: a new temporary directory")
+    return parser.parse_args(argv)
+
+
+def sha256_file(path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def install_wheel(wheel: Path) -> None:
+    """Install the rhythm wheel (and its dependencies) into this interpreter."""
+    if shutil.which("uv"):
+        cmd = ["uv", "pip", "install", "--python", sys.executable, str(wheel)]
+    else:
+        cmd = [sys.executable, "-m", "pip", "install", str(wheel)]
+    print("+ " + " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True)
+
+
+def stream(cmd: list[str]) -> int:
+    """Run `cmd`, echoing its output line by line into the job log; returns its exit code."""
+    print("+ " + " ".join(cmd), flush=True)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
+                          env=env) as proc:
+        for line in proc.stdout:
+            print(line.rstrip("\\n"), flush=True)
+        return proc.wait()
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    token = os.environ.get("HF_TOKEN")
+    if not token:
+        print("HF_TOKEN is not set: the job needs it as a secret", file=sys.stderr, flush=True)
+        return 2
+    from huggingface_hub import HfApi, snapshot_download
+
+    work = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="rhythm-job-"))
+    prefix = f"runs/{args.run_key}"
+    print(f"inputs: {args.staging_repo}@{args.input_revision}/{prefix}", flush=True)
+    local = snapshot_download(args.staging_repo, repo_type="dataset", revision=args.input_revision,
+                              allow_patterns=[f"{prefix}/*"], local_dir=str(work / "staging"), token=token)
+    inputs = Path(local) / prefix
+    wheel = inputs / args.wheel
+    digest = sha256_file(wheel)
+    if digest != args.code_version:
+        print(f"{wheel.name} has sha256 {digest}, expected {args.code_version}", file=sys.stderr, flush=True)
+        return 3
+    install_wheel(wheel)
+
+    out = work / "out"
+    cmd = [sys.executable, "-m", ENTRY_MODULE, "--stage", args.stage, "--config", str(inputs / "config.json"),
+           "--dataset", str(inputs / "dataset"), "--out", str(out)]
+    if args.init:
+        cmd += ["--init", str(inputs / "init")]
+    if args.provenance:
+        cmd += ["--provenance", str(inputs / "provenance.json")]
+    code = stream(cmd)
+    if code != 0:
+        print(f"{ENTRY_MODULE} exited with code {code}", file=sys.stderr, flush=True)
+        return code
+    result = json.loads((out / "result.json").read_text())
+
+    api = HfApi(token=token)
+    api.create_repo(args.result_repo, repo_type="model", private=True, exist_ok=True)
+    source = {"run_key": args.run_key, "code_version": args.code_version,
+              "inputs": f"{args.staging_repo}@{args.input_revision}"}
+    commit = api.upload_folder(repo_id=args.result_repo, folder_path=str(out), repo_type="model",
+                               commit_message=f"rhythm {args.stage} run {args.run_key}",
+                               commit_description=json.dumps(source, sort_keys=True),
+                               delete_patterns="*")
+    record = {"repo_id": args.result_repo, "revision": commit.oid, "out_dir": str(out), **source, "result": result}
+    print(JOB_RESULT_PREFIX + json.dumps(record, default=str), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+'''
+
+
+def render_job_script(*, stage: str, run_key: str, staging_repo: str, input_revision: str, wheel: str,
+                      code_version: str, result_repo: str, init: bool, provenance: bool) -> str:
+    """The uv script a job runs; the values are written in as defaults (the job also gets them as args)."""
+    defaults = {"stage": stage, "run_key": run_key, "staging_repo": staging_repo, "input_revision": input_revision,
+                "wheel": wheel, "code_version": code_version, "result_repo": result_repo, "init": bool(init),
+                "provenance": bool(provenance)}
+    return (_JOB_SCRIPT_TEMPLATE.replace("__HUB_DEPENDENCY__", HUB_DEPENDENCY)
+            .replace("__JOB_RESULT_PREFIX__", JOB_RESULT_PREFIX)
+            .replace(_TEMPLATE_SLOT, repr(defaults)))
+
+
+def _script_args(*, stage, run_key, staging_repo, input_revision, wheel, code_version, result_repo, init,
+                 provenance) -> list[str]:
+    # `--name=value` forms: run_uv_job uploads any argument that names a local file, and no value here should.
+    return [f"--stage={stage}", f"--run-key={run_key}", f"--staging-repo={staging_repo}",
+            f"--input-revision={input_revision}", f"--wheel={wheel}", f"--code-version={code_version}",
+            f"--result-repo={result_repo}", "--init" if init else "--no-init",
+            "--provenance" if provenance else "--no-provenance"]
+
+
+# --------------------------------------------------------------------------------------------------
+# Helpers
+
+
+def _link_or_copy(src, dst):
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+    return dst
+
+
+def _repo_id(namespace: str, name: str) -> str:
+    return name if "/" in name else f"{namespace}/{name}"
+
+
+def _redact(text: str, token: str) -> str:
+    return text.replace(token, "***") if token and token in text else text
+
+
+def _stage_name(info) -> str | None:
+    stage = getattr(getattr(info, "status", None), "stage", None)
+    return getattr(stage, "value", stage)
+
+
+def _status_message(info) -> str | None:
+    return getattr(getattr(info, "status", None), "message", None)
+
+
+def _payload(line: str, prefix: str):
+    """The JSON after `prefix` in `line`, or None when the line has none (or it does not parse)."""
+    at = line.find(prefix)
+    if at < 0:
+        return None
+    try:
+        return json.loads(line[at + len(prefix):])
+    except ValueError:
+        return None
+
+
+def run_key_for(stage: str, code_version: str, config: dict, dataset_dir, init_dir=None,
+                provenance: dict | None = None) -> str:
+    """`{stage}-{12 hex}`: a hash of the code version, the config and the inputs' contents."""
+    material = {"code_version": code_version, "config": config, "dataset": sha256_dir(dataset_dir),
+                "init": sha256_dir(init_dir) if init_dir else None, "provenance": provenance}
+    digest = hashlib.sha256(json.dumps(material, sort_keys=True, default=str).encode()).hexdigest()
+    return f"{stage}-{digest[:12]}"
+
+
+def localize_result(result: dict, remote_out_dir: str, local_dir) -> dict:
+    """The entry's result with paths under the job's output directory moved under `local_dir`
+    (for a snapshot of the result repo downloaded there)."""
+    local = str(Path(local_dir))
+    return {k: local + v[len(remote_out_dir):] if isinstance(v, str) and v.startswith(remote_out_dir) else v
+            for k, v in result.items()}
+
+
+# --------------------------------------------------------------------------------------------------
+# Running a job
+
+
+def run_training_job(stage: str, config: dict, *, dataset_dir, init_dir=None, provenance: dict | None, api,
+                     spec: HFJobSpec, project_root, token: str | None, log: Callable[[str], None],
+                     on_metrics: Callable[[dict], None] | None = None, poll_interval: float = 5.0,
+                     wheel: Path | None = None) -> dict:
+    """Run one training stage on Hugging Face Jobs; returns the job's record (see the module doc).
+
+    Raises HFJobError when the job ends in any stage but COMPLETED or prints no result line. If the
+    caller is interrupted (any exception, KeyboardInterrupt, Dagster's interruption) while the job
+    runs, the job is canceled and the exception re-raised."""
+    if stage not in STAGES:
+        raise ValueError(f"unknown stage {stage!r}; allowed: {', '.join(STAGES)}")
+    if stage == "grpo" and not init_dir:
+        raise ValueError("the grpo stage needs init_dir (the SFT checkpoint's model directory)")
+    dataset_dir = Path(dataset_dir)
+    if not dataset_dir.is_dir():
+        raise FileNotFoundError(f"dataset directory {dataset_dir} does not exist")
+    if init_dir is not None and not Path(init_dir).is_dir():
+        raise FileNotFoundError(f"init directory {init_dir} does not exist")
+    token = token or getattr(api, "token", None)
+    if not isinstance(token, str) or not token:
+        raise ValueError("a Hugging Face token is needed: the job reads the private staging repo with it")
+    namespace = spec.namespace or api.whoami(token=token)["name"]
+    staging_repo_id = _repo_id(namespace, spec.staging_repo)
+    result_repo_id = _repo_id(namespace, f"{spec.result_repo_prefix}-{stage}")
+
+    with tempfile.TemporaryDirectory(prefix="rhythm-hf-job-") as tmp:
+        tmp = Path(tmp)
+        # 1. The code and the inputs, in one commit of the staging repo.
+        if wheel is None:
+            log(f"[hf-jobs] building a wheel of {project_root}")
+            wheel = build_wheel(project_root, dest=tmp / "wheel")
+        wheel = Path(wheel)
+        if wheel.suffix != ".whl" or not wheel.is_file():
+            raise FileNotFoundError(f"{wheel} is not a wheel file")
+        code_version = sha256_file(wheel)
+        run_key = run_key_for(stage, code_version, config, dataset_dir, init_dir, provenance)
+        run_dir = tmp / "run"
+        run_dir.mkdir()
+        _link_or_copy(wheel, run_dir / wheel.name)
+        (run_dir / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True, default=str) + "\n")
+        if provenance is not None:
+            (run_dir / "provenance.json").write_text(
+                json.dumps(provenance, indent=2, sort_keys=True, default=str) + "\n")
+        shutil.copytree(dataset_dir, run_dir / "dataset", copy_function=_link_or_copy)
+        if init_dir is not None:
+            shutil.copytree(init_dir, run_dir / "init", copy_function=_link_or_copy)
+        log(f"[hf-jobs] code version {code_version[:12]} ({wheel.name}); uploading inputs to "
+            f"{staging_repo_id}/runs/{run_key}")
+        api.create_repo(staging_repo_id, repo_type="dataset", private=True, exist_ok=True, token=token)
+        commit = api.upload_folder(repo_id=staging_repo_id, folder_path=str(run_dir), path_in_repo=f"runs/{run_key}",
+                                   repo_type="dataset", commit_message=f"rhythm {stage} inputs {run_key}",
+                                   token=token)
+        input_revision = commit.oid
+        log(f"[hf-jobs] inputs at {staging_repo_id}@{input_revision}")
+
+        # 2-3. The job script, submitted as a uv job with the token as its only secret.
+        values = {"stage": stage, "run_key": run_key, "staging_repo": staging_repo_id,
+                  "input_revision": input_revision, "wheel": wheel.name, "code_version": code_version,
+                  "result_repo": result_repo_id, "init": init_dir is not None, "provenance": provenance is not None}
+        script = tmp / "job" / f"rhythm_{stage}_job.py"
+        script.parent.mkdir()
+        script.write_text(render_job_script(**values))
+        submit = {"script_args": _script_args(**values), "dependencies": [HUB_DEPENDENCY], "flavor": spec.flavor,
+                  "timeout": spec.timeout, "labels": {"rhythm_stage": stage, "rhythm_run_key": run_key},
+                  "namespace": namespace, "secrets": {"HF_TOKEN": token}, "token": token}
+        if spec.python:
+            submit["python"] = spec.python
+        if spec.image:
+            submit["image"] = spec.image
+        job = api.run_uv_job(str(script), **submit)
+    job_id = job.id
+    job_url = getattr(job, "url", None)
+    flavor = getattr(job, "flavor", None) or spec.flavor
+    flavor = getattr(flavor, "value", flavor)
+    log(f"[hf-jobs] submitted job {job_id} ({flavor}, timeout {spec.timeout}): {job_url or 'no url'}")
+
+    # 4. Follow the logs, then wait for a terminal stage; cancel if the caller is interrupted.
+    tail: deque[str] = deque(maxlen=max(0, spec.log_tail_lines))
+    seen = 0
+    job_result: dict | None = None
+
+    def handle(raw) -> None:
+        nonlocal job_result
+        for line in _redact(str(raw), token).splitlines() or [""]:
+            tail.append(line)
+            log(line)
+            if LOG_PREFIX in line:
+                entry = _payload(line, LOG_PREFIX)
+                if on_metrics is not None and isinstance(entry, dict):
+                    on_metrics(entry)
+            elif JOB_RESULT_PREFIX in line:
+                payload = _payload(line, JOB_RESULT_PREFIX)
+                if isinstance(payload, dict):
+                    job_result = payload
+
+    stream_broke = False
+
+    def broke_off(exc: Exception) -> None:
+        # The log stream failed, not the caller: the job goes on, so wait for its status instead.
+        nonlocal stream_broke
+        stream_broke = True
+        log(f"[hf-jobs] log stream of job {job_id} broke off ({_redact(repr(exc), token)}); polling its status")
+
+    try:
+        try:
+            events = iter(api.fetch_job_logs(job_id=job_id, namespace=namespace, follow=True, token=token))
+        except Exception as exc:
+            events = None
+            broke_off(exc)
+        while events is not None:
+            try:
+                raw = next(events)
+            except StopIteration:
+                break
+            except Exception as exc:
+                broke_off(exc)
+                break
+            seen += 1
+            handle(raw)  # a failing log or on_metrics callback interrupts the caller: the job is canceled
+        last_stage = None
+        while True:
+            info = api.inspect_job(job_id=job_id, namespace=namespace, token=token)
+            stage_name = _stage_name(info)
+            if stage_name != last_stage:
+                log(f"[hf-jobs] job {job_id}: {stage_name}")
+                last_stage = stage_name
+            if stage_name in TERMINAL_STAGES:
+                break
+            time.sleep(poll_interval)
+    except BaseException:
+        try:
+            api.cancel_job(job_id=job_id, namespace=namespace, token=token)
+            log(f"[hf-jobs] canceled job {job_id}")
+        except Exception as exc:
+            log(f"[hf-jobs] could not cancel job {job_id}: {_redact(repr(exc), token)}")
+        raise
+
+    if stream_broke or job_result is None:
+        # The stream may have missed lines (broke off, or ended before the last ones): read the whole log.
+        try:
+            lines = list(api.fetch_job_logs(job_id=job_id, namespace=namespace, follow=False, token=token))
+            for raw in lines[seen:]:
+                handle(raw)
+        except Exception as exc:
+            log(f"[hf-jobs] could not read the logs of job {job_id}: {_redact(repr(exc), token)}")
+
+    message = _status_message(info)
+    message = _redact(message, token) if isinstance(message, str) else message
+    if stage_name != "COMPLETED" or job_result is None or not job_result.get("repo_id") \
+            or not job_result.get("revision"):
+        why = f"ended {stage_name}: {message or '(no status message)'}"
+        if stage_name == "COMPLETED":
+            why += f" but printed no usable {JOB_RESULT_PREFIX.strip()} line"
+        raise HFJobError(
+            f"Hugging Face job {job_id} {why}\njob: {job_url or '(no url)'}\n"
+            f"last {len(tail)} log lines:\n" + "\n".join(tail),
+            job_id=job_id, stage=stage_name, status_message=message, log_tail=list(tail), job_url=job_url)
+
+    return {"job_id": job_id, "job_url": job_url, "status": stage_name, "code_version": code_version,
+            "input_revision": input_revision, "staging_repo_id": staging_repo_id, "run_key": run_key,
+            "hub_repo_id": job_result["repo_id"], "hub_revision": job_result["revision"],
+            "remote_out_dir": job_result.get("out_dir"), "result": job_result.get("result"), "flavor": flavor}

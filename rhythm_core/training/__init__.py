@@ -1,0 +1,1 @@
+"""Training: the offline tiny base model, SFT and GRPO with TRL, and LLM policies (no Dagster)."""

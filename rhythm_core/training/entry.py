@@ -1,0 +1,59 @@
+"""The training entry point: one process runs one stage (sft or grpo) and writes result.json.
+
+    python -m rhythm_core.training.entry --stage sft --config config.json --dataset DIR --out DIR
+    python -m rhythm_core.training.entry --stage grpo --config config.json --dataset DIR --init DIR --out DIR
+
+The same command runs in a local subprocess (Dagster Pipes wraps it in rhythm_pipeline) and inside
+a Hugging Face Job, so local and remote training share one code path. Each training log entry is
+printed as a line `RHYTHM_LOG {json}`; the last line is `RHYTHM_RESULT {json}`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+LOG_PREFIX = "RHYTHM_LOG "
+RESULT_PREFIX = "RHYTHM_RESULT "
+
+
+def run_stage(stage: str, config: dict, dataset: str, out: str, init: str | None = None, on_log=None,
+              provenance: dict | None = None) -> dict:
+    if stage == "sft":
+        from .sft import SFTRunConfig, run_sft
+
+        return run_sft(SFTRunConfig(**config), dataset, out, on_log=on_log, provenance=provenance)
+    if stage == "grpo":
+        from .grpo import GRPORunConfig, run_grpo
+
+        if not init:
+            raise ValueError("the grpo stage needs --init (the SFT checkpoint's model directory)")
+        return run_grpo(GRPORunConfig(**config), dataset, init, out, on_log=on_log, provenance=provenance)
+    raise ValueError(f"unknown stage {stage!r}; allowed: sft, grpo")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rhythm_core.training.entry")
+    parser.add_argument("--stage", required=True, choices=["sft", "grpo"])
+    parser.add_argument("--config", required=True, help="JSON file with the stage's config fields")
+    parser.add_argument("--dataset", required=True, help="saved sft_dataset directory")
+    parser.add_argument("--init", default=None, help="model directory to start from (grpo)")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--provenance", default=None, help="JSON file recorded in the model card")
+    args = parser.parse_args(argv)
+    config = json.loads(Path(args.config).read_text())
+    provenance = json.loads(Path(args.provenance).read_text()) if args.provenance else None
+
+    def emit(entry: dict) -> None:
+        print(LOG_PREFIX + json.dumps(entry, default=str), flush=True)
+
+    result = run_stage(args.stage, config, args.dataset, args.out, args.init, on_log=emit, provenance=provenance)
+    Path(args.out, "result.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
+    print(RESULT_PREFIX + json.dumps(result, default=str), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

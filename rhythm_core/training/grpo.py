@@ -1,0 +1,248 @@
+"""GRPO refinement of the SFT student with TRL, rewarded by the real environment and grader.
+
+Design: step-level prompts, not TRL's multi-turn `environment_factory`. Every prompt already holds
+the whole observation history, and the dataset carries the env snapshot it was rendered from, so a
+single answer can be scored exactly: restore the snapshot, apply the answer's action, let a fixed
+policy (the heuristic) finish the week, and grade the result. That gives a dense, unbiased
+per-decision reward at the cost of one short simulation, keeps each sequence to one prompt plus one
+answer (a 28-turn conversation would not fit a small student's context, nor CPU memory), and lets
+prompts mix states visited by the teacher with states the SFT student reaches on its own, which a
+multi-turn rollout from reset could not target.
+
+Rewards (TRL sums them with `reward_weights`, then normalizes within each group):
+  answer_validity  1 if the answer parses with a legal action, else 0
+  action_value     grade(after the chosen action) - grade(after the heuristic's action), from the
+                   same snapshot, non-belief components of the active grader, x10, in [-1, 1]
+  belief_accuracy  1 - MAE(stated belief, true belief) (true belief is a dataset column), 0 if none
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..agents import heuristic_actions
+from ..env import EnvState, VectorRhythmEnv
+from ..graders import get_grader
+from ..profiles import sample_factors
+from ..protocol import fallback_action, parse_answer
+from ..spec import ACTION_INDEX, BELIEF_DIMS, STEPS_PER_EPISODE, true_belief
+from .generation import SamplingConfig
+from .models import checkpoint_info, device_name, load_model_and_tokenizer
+from .plots import plot_curves
+from .policy import LLMPolicyAgent
+from .sft import model_card, with_system_prompt
+
+
+@dataclass
+class GRPORunConfig:
+    max_steps: int = 20
+    learning_rate: float = 5e-5
+    per_device_train_batch_size: int = 8  # completions per optimizer step (a multiple of num_generations)
+    num_generations: int = 4
+    max_completion_length: int = 96
+    temperature: float = 1.0
+    beta: float = 0.02  # KL to the SFT reference (logged as kl)
+    reward_weights: list[float] = field(default_factory=lambda: [0.5, 1.0, 0.5])
+    grader: str = "v3"
+    teacher_prompts: int = 256  # prompts sampled from sft_dataset (teacher-visited states)
+    student_episodes: int = 4  # SFT-student episodes played to collect student-visited states
+    student_seeds_start: int = 9000  # training seeds for the student's own episodes
+    use_lora: bool | None = None  # None: keep the SFT checkpoint's form (adapter stays an adapter)
+    logging_steps: int = 1
+    seed: int = 0
+
+
+# ---------------------------------------------------------------------------------------------
+# rewards
+def _non_belief_score(grader, episodes) -> np.ndarray:
+    _, parts = grader.grade_batch(episodes)
+    weights = {k: w for k, w in grader.weights.items() if not k.startswith("belief")}
+    return sum(w * parts[k] for k, w in weights.items()) / sum(weights.values())
+
+
+def continuation_scores(states: list[EnvState], first_actions: np.ndarray, grader_name: str) -> np.ndarray:
+    """Non-belief grade of each episode after taking `first_actions[i]` in `states[i]` and letting the
+    heuristic play the rest of the week. States at the same step are simulated together."""
+    from ..episode import EpisodeBatch
+
+    grader = get_grader(grader_name)
+    scores = np.empty(len(states))
+    by_key: dict[tuple, list[int]] = {}
+    for i, state in enumerate(states):
+        by_key.setdefault((state.condition, state.step), []).append(i)
+    for (condition, step), index in by_key.items():
+        env = VectorRhythmEnv(condition)
+        env.restore(_stack([states[i] for i in index]))
+        obs, *_ = env.step(first_actions[index])
+        for _ in range(step + 1, STEPS_PER_EPISODE):
+            obs, *_ = env.step(heuristic_actions(obs.meters, obs.slot))
+        batch = EpisodeBatch(condition, env.seeds, env.factors, env.meters_history.copy(), env.action_history.copy(),
+                             np.full((len(index), STEPS_PER_EPISODE, len(BELIEF_DIMS)), np.nan))
+        scores[index] = _non_belief_score(grader, batch)
+    return scores
+
+
+def _stack(states: list[EnvState]) -> EnvState:
+    first = states[0]
+    arrays = {name: np.concatenate([getattr(s, name) for s in states]) for name in first.__dataclass_fields__
+              if name not in ("condition", "step")}
+    return EnvState(condition=first.condition, step=first.step, **arrays)
+
+
+def _completion_text(completion) -> str:
+    if isinstance(completion, list):  # conversational: [{"role": "assistant", "content": ...}]
+        return completion[-1]["content"] if completion else ""
+    return str(completion)
+
+
+def make_reward_functions(grader_name: str):
+    """The three reward functions, named as TRL logs them (rewards/<name>/mean)."""
+
+    def answer_validity(completions, **kwargs) -> list[float]:
+        return [1.0 if parse_answer(_completion_text(c)).valid else 0.0 for c in completions]
+
+    def action_value(completions, env_state, **kwargs) -> list[float]:
+        states = [EnvState.from_json(s) for s in env_state]
+        chosen, baseline = [], []
+        for text, state in zip(completions, states):
+            parsed = parse_answer(_completion_text(text))
+            obs_meters = state.meters
+            slot = state.step % 4
+            if parsed.valid:
+                chosen.append(ACTION_INDEX[parsed.action])
+            else:
+                env = VectorRhythmEnv(state.condition)
+                chosen.append(ACTION_INDEX[fallback_action(env.restore(state).item(0))])
+            baseline.append(int(heuristic_actions(obs_meters, slot)[0]))
+        diff = continuation_scores(states, np.array(chosen), grader_name) - continuation_scores(
+            states, np.array(baseline), grader_name)
+        return [float(v) for v in np.clip(10.0 * diff, -1.0, 1.0)]
+
+    def belief_accuracy(completions, true_belief, **kwargs) -> list[float]:
+        out = []
+        for text, truth in zip(completions, true_belief):
+            belief = parse_answer(_completion_text(text)).belief_array()
+            out.append(0.0 if belief is None else float(1.0 - np.abs(belief - np.asarray(truth)).mean()))
+        return out
+
+    return [answer_validity, action_value, belief_accuracy]
+
+
+# ---------------------------------------------------------------------------------------------
+# prompts
+def collect_student_states(agent: LLMPolicyAgent, condition: str, seeds) -> list[dict]:
+    """Play the student in lockstep and keep every step's prompt, env snapshot and true belief."""
+    env = VectorRhythmEnv(condition)
+    obs, _ = env.reset(np.asarray(seeds))
+    agent.reset(env)
+    beliefs = true_belief(sample_factors(condition, env.seeds))
+    rows = []
+    for t in range(STEPS_PER_EPISODE):
+        snap = env.snapshot()
+        decision = agent.act(obs)
+        for i, messages in enumerate(agent.last_messages):
+            rows.append({"prompt": messages, "env_state": snap.episode(i).to_json(),
+                         "true_belief": [float(b) for b in beliefs[i]], "condition": condition,
+                         "seed": int(env.seeds[i]), "step": t, "source": "student"})
+        obs, *_ = env.step(decision.actions)
+    return rows
+
+
+def build_prompt_dataset(dataset_dir, variant: str, config: GRPORunConfig, agent: LLMPolicyAgent | None):
+    import datasets
+
+    teacher = datasets.load_from_disk(str(dataset_dir))["train"]
+    teacher = with_system_prompt(teacher, variant).shuffle(seed=config.seed)
+    teacher = teacher.select(range(min(config.teacher_prompts, len(teacher))))
+    rows = [{"prompt": r["messages"][:-1], "env_state": r["env_state"], "true_belief": r["true_belief"],
+             "condition": r["condition"], "seed": r["seed"], "step": r["step"], "source": "teacher"} for r in teacher]
+    if agent is not None and config.student_episodes > 0:
+        seeds = range(config.student_seeds_start, config.student_seeds_start + config.student_episodes)
+        rows += collect_student_states(agent, "continuous", list(seeds))
+    return datasets.Dataset.from_list(rows).shuffle(seed=config.seed)
+
+
+# ---------------------------------------------------------------------------------------------
+class _StreamLogs:
+    def __init__(self, on_log):
+        from transformers import TrainerCallback
+
+        class Callback(TrainerCallback):
+            def on_log(self, args, state, control, logs=None, **kwargs):
+                if logs:
+                    on_log({"step": state.global_step, **logs})
+
+        self.callback = Callback()
+
+
+def run_grpo(config: GRPORunConfig, dataset_dir, init_dir, out_dir, *, on_log: Callable[[dict], None] | None = None,
+             provenance: dict | None = None) -> dict:
+    """GRPO from the SFT checkpoint `init_dir` on teacher- and student-visited states."""
+    import torch
+    from trl import GRPOConfig, GRPOTrainer
+
+    start = time.perf_counter()
+    on_log = on_log or (lambda entry: None)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    info = checkpoint_info(init_dir)
+    variant = info.get("prompt_variant", "full")
+    is_adapter = (Path(init_dir) / "adapter_config.json").exists()
+    student = LLMPolicyAgent.from_checkpoint(init_dir, sampling=SamplingConfig(max_new_tokens=config.max_completion_length,
+                                                                                temperature=0.0))
+    prompts = build_prompt_dataset(dataset_dir, variant, config, student)
+    del student
+    model, tokenizer = load_model_and_tokenizer(str(init_dir), for_training=True)
+    cuda = torch.cuda.is_available()
+    args = GRPOConfig(
+        output_dir=str(out / "trainer"), max_steps=config.max_steps, learning_rate=config.learning_rate,
+        per_device_train_batch_size=config.per_device_train_batch_size, num_generations=config.num_generations,
+        max_completion_length=config.max_completion_length, temperature=config.temperature, beta=config.beta,
+        reward_weights=config.reward_weights, logging_steps=config.logging_steps, save_strategy="no",
+        report_to="none", use_cpu=not cuda, bf16=cuda and torch.cuda.is_bf16_supported(), seed=config.seed,
+        use_vllm=False, disable_tqdm=True,
+    )
+    trainer = GRPOTrainer(model=model, reward_funcs=make_reward_functions(config.grader), args=args,
+                          train_dataset=prompts, processing_class=tokenizer, callbacks=[_StreamLogs(on_log).callback])
+    trainer.train()
+    model_dir = out / "model"
+    trainer.save_model(str(model_dir))
+    tokenizer.save_pretrained(str(model_dir))
+
+    history = [e for e in trainer.state.log_history if "reward" in e]
+    names = ["answer_validity", "action_value", "belief_accuracy"]
+    curves = {name: [(e["step"], e[f"rewards/{name}/mean"]) for e in history if f"rewards/{name}/mean" in e]
+              for name in names}
+    curves["total"] = [(e["step"], e["reward"]) for e in history]
+    plot_curves(curves, out / "reward_curves.png", title="GRPO rewards", ylabel="mean reward")
+    kl = [(e["step"], e["kl"]) for e in history if "kl" in e]
+    plot_curves({"kl": kl}, out / "kl.png", title="KL to the SFT reference", ylabel="kl")
+    within_group_std = [e.get("reward_std") for e in history if e.get("reward_std") is not None]
+
+    def last(name):
+        return curves[name][-1][1] if curves[name] else None
+
+    metrics = {
+        "device": device_name(), "steps": trainer.state.global_step, "prompts": len(prompts),
+        "student_prompts": int(sum(1 for s in prompts["source"] if s == "student")),
+        "first_reward": curves["total"][0][1] if curves["total"] else None, "final_reward": last("total"),
+        **{f"final_{name}": last(name) for name in names},
+        "final_kl": kl[-1][1] if kl else None,
+        "mean_reward_std_within_groups": float(np.mean(within_group_std)) if within_group_std else None,
+        "init_is_adapter": is_adapter, "prompt_variant": variant, "wall_s": round(time.perf_counter() - start, 2),
+    }
+    record = {"stage": "grpo", "config": asdict(config), "prompt_variant": variant, "metrics": metrics,
+              "provenance": provenance or {}, "init": str(init_dir), "model_dir": str(model_dir)}
+    (model_dir / "rhythm_checkpoint.json").write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
+    (out / "metrics.json").write_text(json.dumps({**metrics, "log_history": trainer.state.log_history}, indent=2,
+                                                 default=str) + "\n")
+    (model_dir / "README.md").write_text(model_card("grpo", info.get("config", {}).get("base_model", str(init_dir)),
+                                                    provenance or {}, asdict(config), metrics))
+    return {"path": str(out), "model_dir": str(model_dir), "reward_plot": str(out / "reward_curves.png"),
+            "kl_plot": str(out / "kl.png"), **metrics}

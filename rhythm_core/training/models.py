@@ -1,0 +1,46 @@
+"""Loading base models and checkpoints: the offline tiny model or any causal LM (path or Hub id)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+TINY = "tiny"
+
+
+def device_name() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def load_model_and_tokenizer(path_or_id: str, *, for_training: bool = False):
+    """A causal LM and its tokenizer (left padding, pad token set), on CUDA in bf16 when available."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = Path(path_or_id)
+    if path.exists() and not (path / "config.json").exists() and not (path / "adapter_config.json").exists():
+        raise FileNotFoundError(f"{path}: not a model checkpoint (no config.json or adapter_config.json)")
+    cuda = torch.cuda.is_available()
+    dtype = torch.bfloat16 if cuda and torch.cuda.is_bf16_supported() else torch.float32
+    if path.exists() and (path / "adapter_config.json").exists():
+        from peft import AutoPeftModelForCausalLM
+
+        model = AutoPeftModelForCausalLM.from_pretrained(str(path), dtype=dtype, is_trainable=for_training)
+        if not for_training:
+            model = model.merge_and_unload()
+    else:
+        model = AutoModelForCausalLM.from_pretrained(str(path_or_id), dtype=dtype)
+    tokenizer = AutoTokenizer.from_pretrained(str(path_or_id))
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    if cuda:
+        model = model.to("cuda")
+    return model, tokenizer
+
+
+def checkpoint_info(path) -> dict:
+    info = Path(path) / "rhythm_checkpoint.json"
+    return json.loads(info.read_text()) if info.exists() else {}

@@ -1,0 +1,59 @@
+"""An LLM as a RhythmEnv agent: lockstep batched generation, one `generate` call per step for all
+episodes, answers parsed by the protocol, invalid answers replaced by the safe fallback and counted."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..agents.base import Agent, Decision
+from ..env import BatchObservation, VectorRhythmEnv
+from ..protocol import fallback_action, parse_answer, render_messages
+from ..spec import ACTION_INDEX, BELIEF_DIMS
+from .generation import SamplingConfig, generate_answers
+from .models import checkpoint_info, load_model_and_tokenizer
+
+
+class LLMPolicyAgent(Agent):
+    """Plays N episodes at once; step t of every episode is one batched generation."""
+
+    emits_belief = True
+
+    def __init__(self, model, tokenizer, *, sampling: SamplingConfig | None = None, variant: str = "full",
+                 name: str = "student", batch_size: int = 64):
+        self.model, self.tokenizer = model, tokenizer
+        self.sampling = sampling or SamplingConfig()
+        self.variant, self.name, self.batch_size = variant, name, batch_size
+
+    @classmethod
+    def from_checkpoint(cls, path, **kwargs) -> LLMPolicyAgent:
+        model, tokenizer = load_model_and_tokenizer(str(path))
+        variant = checkpoint_info(path).get("prompt_variant", "full")
+        return cls(model, tokenizer, variant=kwargs.pop("variant", variant), **kwargs)
+
+    def reset(self, env: VectorRhythmEnv) -> None:
+        super().reset(env)
+        n = env.num_envs
+        self.histories = [[] for _ in range(n)]
+        self.beliefs = np.full((n, len(BELIEF_DIMS)), np.nan)
+        self.last_answers: list[str] = []
+        self.last_messages: list[list[dict]] = []
+
+    def act(self, obs: BatchObservation) -> Decision:
+        for n in range(len(obs)):
+            self.histories[n].append(obs.item(n))
+        messages = [render_messages(h, variant=self.variant) for h in self.histories]
+        sampling = SamplingConfig(**{**self.sampling.__dict__, "seed": self.sampling.seed + 1000 * obs.step})
+        answers = generate_answers(self.model, self.tokenizer, messages, sampling, batch_size=self.batch_size)
+        actions = np.empty(len(obs), dtype=np.int64)
+        invalid = np.zeros(len(obs), dtype=bool)
+        for n, answer in enumerate(answers):
+            parsed = parse_answer(answer)
+            if parsed.valid:
+                actions[n] = ACTION_INDEX[parsed.action]
+                if parsed.belief is not None:
+                    self.beliefs[n] = parsed.belief_array()  # an unstated belief keeps the last one
+            else:
+                actions[n] = ACTION_INDEX[fallback_action(self.histories[n][-1])]
+                invalid[n] = True
+        self.last_answers, self.last_messages = answers, messages
+        return Decision(actions=actions, beliefs=self.beliefs.copy(), reasoning=answers, invalid=invalid)

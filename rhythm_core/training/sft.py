@@ -1,0 +1,197 @@
+"""Supervised fine-tuning of the student on the teacher's answers (algorithm distillation), with TRL.
+
+A config dataclass, the dataset, a trainer: the loss covers the assistant turn only. The offline
+tiny model is trained in full; real models get PEFT LoRA by default (bf16 on CUDA). Templates that
+lack `{% generation %}` markers are trained in TRL's prompt/completion form instead, which also
+restricts the loss to the answer.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..protocol import system_prompt
+from .generation import SamplingConfig, valid_answer_rate
+from .models import TINY, device_name, load_model_and_tokenizer
+from .plots import plot_curves
+from .tiny import TinyModelConfig, build_tiny_base
+
+
+@dataclass
+class SFTRunConfig:
+    base_model: str = TINY  # "tiny" (offline) or a Hugging Face model id / local path
+    max_steps: int = 150  # > 0 overrides num_train_epochs
+    num_train_epochs: float = 1.0
+    learning_rate: float = 5e-3  # for the tiny model; ~2e-4 suits LoRA on a real model
+    per_device_train_batch_size: int = 8
+    gradient_accumulation_steps: int = 1
+    max_length: int = 2048
+    use_lora: bool | None = None  # None: LoRA for real models, full training for the tiny one
+    lora_r: int = 16
+    lora_alpha: int = 32
+    lora_dropout: float = 0.05
+    lora_target_modules: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
+    merge_lora: bool = False  # also save a merged copy of the adapter
+    logging_steps: int = 5
+    eval_examples: int = 64  # validation examples scored for loss/accuracy and answer validity
+    seed: int = 0
+    prompt_variant: str | None = None  # None: "compact" for the tiny model, "full" otherwise
+    tiny: dict = field(default_factory=dict)  # overrides of TinyModelConfig fields
+
+    @property
+    def lora(self) -> bool:
+        return self.base_model != TINY if self.use_lora is None else self.use_lora
+
+    @property
+    def variant(self) -> str:
+        return self.prompt_variant or ("compact" if self.base_model == TINY else "full")
+
+
+def with_system_prompt(ds, variant: str):
+    """The dataset's conversations with the system message of `variant` (protocol.system_prompt)."""
+    text = system_prompt(variant)
+
+    def swap(row):
+        messages = row["messages"]
+        if messages and messages[0]["role"] == "system":
+            messages = [{"role": "system", "content": text}, *messages[1:]]
+        return {"messages": messages}
+
+    return ds.map(swap)
+
+
+class _StreamLogs:
+    """A TrainerCallback that forwards every log dict (loss, lr, token accuracy...) to `on_log`."""
+
+    def __init__(self, on_log):
+        from transformers import TrainerCallback
+
+        class Callback(TrainerCallback):
+            def on_log(self, args, state, control, logs=None, **kwargs):
+                if logs:
+                    on_log({"step": state.global_step, **logs})
+
+        self.callback = Callback()
+
+
+def _has_generation_markers(tokenizer) -> bool:
+    return "{% generation %}" in (tokenizer.chat_template or "")
+
+
+def _to_prompt_completion(ds):
+    return ds.map(lambda row: {"prompt": row["messages"][:-1], "completion": row["messages"][-1:]},
+                  remove_columns=ds.column_names)
+
+
+def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dict], None] | None = None,
+            provenance: dict | None = None) -> dict:
+    """Train on `dataset_dir` (a saved sft_dataset) into `out_dir`; returns metrics and paths.
+
+    out_dir/model holds the checkpoint (the adapter for LoRA; merged/ too when asked), with a
+    model card, rhythm_checkpoint.json, metrics.json and training_loss.png beside it.
+    """
+    import datasets
+    import torch
+    from trl import SFTConfig, SFTTrainer
+
+    start = time.perf_counter()
+    on_log = on_log or (lambda entry: None)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    data = datasets.load_from_disk(str(dataset_dir))
+    data = datasets.DatasetDict({name: with_system_prompt(split.select_columns(["messages"]), config.variant)
+                                 for name, split in data.items()})
+    train, validation = data["train"], data["validation"]
+    if len(validation) > config.eval_examples:
+        validation = validation.shuffle(seed=config.seed).select(range(config.eval_examples))
+
+    if config.base_model == TINY:
+        base = build_tiny_base(data["train"], out / "base", TinyModelConfig(**{**config.tiny, "seed": config.seed}),
+                               provenance={"trained_on": str(dataset_dir)})
+        base_path = base["path"]
+    else:
+        base_path = config.base_model
+    model, tokenizer = load_model_and_tokenizer(base_path, for_training=True)
+    if not _has_generation_markers(tokenizer):
+        train, validation = _to_prompt_completion(train), _to_prompt_completion(validation)
+    conversations = [row["messages"][:-1] for row in data["validation"].select(range(min(16, len(data["validation"]))))]
+    sampling = SamplingConfig(max_new_tokens=200)
+    valid_before = valid_answer_rate(model, tokenizer, conversations, sampling) if conversations else None
+
+    peft_config = None
+    if config.lora:
+        from peft import LoraConfig
+
+        peft_config = LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
+                                 target_modules=config.lora_target_modules, task_type="CAUSAL_LM")
+    cuda = torch.cuda.is_available()
+    args = SFTConfig(
+        output_dir=str(out / "trainer"), max_steps=config.max_steps if config.max_steps > 0 else -1,
+        num_train_epochs=config.num_train_epochs, learning_rate=config.learning_rate,
+        per_device_train_batch_size=config.per_device_train_batch_size,
+        per_device_eval_batch_size=config.per_device_train_batch_size,
+        gradient_accumulation_steps=config.gradient_accumulation_steps, max_length=config.max_length,
+        assistant_only_loss=_has_generation_markers(tokenizer), logging_steps=config.logging_steps,
+        eval_strategy="no", save_strategy="no", report_to="none", use_cpu=not cuda,
+        bf16=cuda and torch.cuda.is_bf16_supported(), seed=config.seed, data_seed=config.seed,
+        lr_scheduler_type="cosine", warmup_steps=max(1, config.max_steps // 20) if config.max_steps > 0 else 0,
+        disable_tqdm=True,
+    )
+    trainer = SFTTrainer(model=model, args=args, train_dataset=train, eval_dataset=validation if len(validation) else None,
+                         processing_class=tokenizer, peft_config=peft_config,
+                         callbacks=[_StreamLogs(on_log).callback])
+    trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
+    total = sum(p.numel() for p in trainer.model.parameters())
+    trainer.train()
+    evaluation = trainer.evaluate() if len(validation) else {}
+    on_log({"step": trainer.state.global_step, **evaluation})
+
+    model_dir = out / "model"
+    trainer.save_model(str(model_dir))
+    tokenizer.save_pretrained(str(model_dir))
+    merged_dir = None
+    if config.lora and config.merge_lora:
+        merged_dir = out / "merged"
+        trainer.model.merge_and_unload().save_pretrained(str(merged_dir))
+        tokenizer.save_pretrained(str(merged_dir))
+
+    trained, trained_tok = load_model_and_tokenizer(str(model_dir))
+    valid_after = valid_answer_rate(trained, trained_tok, conversations, sampling) if conversations else None
+    history = [e for e in trainer.state.log_history if "loss" in e]
+    losses = [e["loss"] for e in history]
+    metrics = {
+        "base_model": config.base_model, "prompt_variant": config.variant, "base_path": str(base_path), "device": device_name(),
+        "steps": trainer.state.global_step, "trainable_parameters": trainable, "total_parameters": total,
+        "first_train_loss": losses[0] if losses else None, "final_train_loss": losses[-1] if losses else None,
+        "eval_loss": evaluation.get("eval_loss"), "eval_mean_token_accuracy": evaluation.get("eval_mean_token_accuracy"),
+        "final_mean_token_accuracy": history[-1].get("mean_token_accuracy") if history else None,
+        "valid_answer_rate_before": valid_before, "valid_answer_rate_after": valid_after,
+        "train_examples": len(train), "wall_s": round(time.perf_counter() - start, 2),
+    }
+    plot_curves({"train loss": [(e["step"], e["loss"]) for e in history]}, out / "training_loss.png",
+                title=f"SFT of {config.base_model}", ylabel="loss")
+    record = {"stage": "sft", "config": asdict(config), "prompt_variant": config.variant, "metrics": metrics, "provenance": provenance or {},
+              "model_dir": str(model_dir), "merged_dir": str(merged_dir) if merged_dir else None}
+    (model_dir / "rhythm_checkpoint.json").write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
+    (out / "metrics.json").write_text(json.dumps({**metrics, "log_history": trainer.state.log_history}, indent=2,
+                                                 default=str) + "\n")
+    (model_dir / "README.md").write_text(model_card("sft", config.base_model, provenance or {}, asdict(config), metrics))
+    return {"path": str(out), "model_dir": str(model_dir), "merged_dir": str(merged_dir) if merged_dir else None,
+            "loss_plot": str(out / "training_loss.png"), **metrics}
+
+
+def model_card(stage: str, base_model: str, provenance: dict, config: dict, metrics: dict) -> str:
+    lines = [
+        "---", "library_name: transformers", "tags: [rhythm, rhythm-env, trl, " + stage + "]", "---", "",
+        f"# RhythmEnv student ({stage.upper()})", "",
+        f"Base model: `{base_model}`. Trained by the rhythm pipeline ({stage} stage, TRL).", "",
+        "## Data", "", "```json", json.dumps(provenance, indent=2, sort_keys=True, default=str), "```", "",
+        "## Config", "", "```json", json.dumps(config, indent=2, sort_keys=True, default=str), "```", "",
+        "## Final metrics", "", "| metric | value |", "|---|---|",
+    ]
+    lines += [f"| {k} | {v} |" for k, v in metrics.items()]
+    return "\n".join(lines) + "\n"

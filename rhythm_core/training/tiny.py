@@ -1,0 +1,115 @@
+"""The embedded default base model: a byte-level BPE tokenizer trained offline on the dataset's own
+text and a small random-init Llama, so the whole lineage runs on a laptop CPU without any download.
+
+The tokenizer splits text into whitespace-led chunks ("␣+0.03", "␣DEEP_WORK") before BPE, so
+frequent numbers, action names and the JSON answer skeleton become single tokens, not byte soup. The chat template
+is ChatML with `{% generation %}` around the assistant turn, which TRL's assistant-only loss needs.
+LlamaConfig, not Qwen2Config: AutoTokenizer on a Qwen2 directory silently swaps in Qwen2Tokenizer,
+whose pre-tokenizer no longer matches the trained one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from ..spec import ACTIONS
+
+BOS, EOS, PAD, IM_START, IM_END = "<|endoftext|>", "<|im_end|>", "<|pad|>", "<|im_start|>", "<|im_end|>"
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|pad|>"]
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{% if message['role'] == 'assistant' %}"
+    "{{ '<|im_start|>assistant\\n' }}{% generation %}{{ message['content'] + '<|im_end|>' }}{% endgeneration %}{{ '\\n' }}"
+    "{% else %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{% endif %}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+# Chunks: optional leading whitespace + a run of non-space characters. BPE then merges the JSON
+# skeleton ('{"reasoning":"', '","belief":{"social":') and numbers into few tokens each.
+_CHUNK = r"""\s?\S+|\s+"""
+
+
+@dataclass(frozen=True)
+class TinyModelConfig:
+    vocab_size: int = 2048
+    hidden_size: int = 128
+    intermediate_size: int = 384
+    num_hidden_layers: int = 2
+    num_attention_heads: int = 4
+    num_key_value_heads: int = 2
+    max_position_embeddings: int = 4096
+    seed: int = 0
+
+
+def train_tokenizer(texts: Iterable[str], vocab_size: int = 2048):
+    """Train the byte-level BPE tokenizer on `texts`; returns a PreTrainedTokenizerFast."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(_CHUNK), behavior="isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, min_frequency=2, special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
+    )
+    # Action names are always single tokens, with and without a leading space or quote.
+    seed_text = " ".join(f'{a} "{a}" {a}' for a in ACTIONS)
+    tokenizer.train_from_iterator([seed_text * 20, *texts], trainer=trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, bos_token=BOS, eos_token=EOS, pad_token=PAD,
+        additional_special_tokens=[IM_START], clean_up_tokenization_spaces=False,
+    )
+    fast.chat_template = CHAT_TEMPLATE
+    fast.padding_side = "left"  # batched generation pads on the left
+    return fast
+
+
+def build_tiny_model(tokenizer, config: TinyModelConfig = TinyModelConfig()):
+    """A random-init causal LM sized by `config`, seeded for reproducibility."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(config.seed)
+    llama = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=config.hidden_size, intermediate_size=config.intermediate_size,
+        num_hidden_layers=config.num_hidden_layers, num_attention_heads=config.num_attention_heads,
+        num_key_value_heads=config.num_key_value_heads, max_position_embeddings=config.max_position_embeddings,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=True,
+    )
+    model = LlamaForCausalLM(llama)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    return model
+
+
+def corpus_from_dataset(dataset, limit: int = 2000) -> list[str]:
+    """Training text for the tokenizer: the messages of up to `limit` examples, spread over the
+    dataset, with repeats kept so merge frequencies follow what the model will actually read."""
+    step = max(1, len(dataset) // limit)
+    rows = dataset.select(range(0, len(dataset), step))
+    return [message["content"] for row in rows for message in row["messages"]]
+
+
+def build_tiny_base(dataset, out_dir, config: TinyModelConfig = TinyModelConfig(), provenance: dict | None = None) -> dict:
+    """Train the tokenizer on `dataset` (the SFT train split), build the model, save both to `out_dir`
+    with a provenance file; returns a summary."""
+    tokenizer = train_tokenizer(corpus_from_dataset(dataset), config.vocab_size)
+    model = build_tiny_model(tokenizer, config)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tokenizer.save_pretrained(out)
+    model.save_pretrained(out)
+    info = {"kind": "tiny", "config": asdict(config), "vocab_size": len(tokenizer),
+            "parameters": sum(p.numel() for p in model.parameters()), **(provenance or {})}
+    (out / "rhythm_base.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+    return {"path": str(out), **info}

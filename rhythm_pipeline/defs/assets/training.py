@@ -1,0 +1,151 @@
+"""The training half: sft_checkpoint and grpo_checkpoint. The ComputeResource runs the TRL training
+(local subprocess through Pipes, or Hugging Face Jobs); these bodies only pass config and report."""
+
+import base64
+from pathlib import Path
+
+import dagster as dg
+
+from rhythm_core.stages import checkpoint_staging, publish_checkpoint, push_checkpoint
+from rhythm_core.training.grpo import GRPORunConfig
+from rhythm_core.training.sft import SFTRunConfig
+from rhythm_pipeline.defs.resources import ComputeResource, HubResource
+from rhythm_pipeline.settings import artifact_root
+
+_SFT = SFTRunConfig()
+_GRPO = GRPORunConfig()
+
+
+class SftCheckpointConfig(dg.Config):
+    base_model: str = _SFT.base_model
+    max_steps: int = _SFT.max_steps
+    num_train_epochs: float = _SFT.num_train_epochs
+    learning_rate: float = _SFT.learning_rate
+    per_device_train_batch_size: int = _SFT.per_device_train_batch_size
+    gradient_accumulation_steps: int = _SFT.gradient_accumulation_steps
+    max_length: int = _SFT.max_length
+    use_lora: bool | None = None
+    lora_r: int = _SFT.lora_r
+    lora_alpha: int = _SFT.lora_alpha
+    lora_dropout: float = _SFT.lora_dropout
+    lora_target_modules: list[str] = _SFT.lora_target_modules
+    merge_lora: bool = False
+    seed: int = 0
+    push_to_hub: bool = False
+    hub_repo_name: str = "rhythm-sft-student"
+
+
+class GrpoCheckpointConfig(dg.Config):
+    max_steps: int = _GRPO.max_steps
+    learning_rate: float = _GRPO.learning_rate
+    per_device_train_batch_size: int = _GRPO.per_device_train_batch_size
+    num_generations: int = _GRPO.num_generations
+    max_completion_length: int = _GRPO.max_completion_length
+    temperature: float = _GRPO.temperature
+    beta: float = _GRPO.beta
+    reward_weights: list[float] = _GRPO.reward_weights
+    # Fixed here, not the active grader: a grader change must never re-run training.
+    reward_grader: str = _GRPO.grader
+    teacher_prompts: int = _GRPO.teacher_prompts
+    student_episodes: int = _GRPO.student_episodes
+    seed: int = 0
+    push_to_hub: bool = False
+    hub_repo_name: str = "rhythm-grpo-student"
+
+
+def _image(path: str, alt: str) -> dg.MetadataValue:
+    encoded = base64.b64encode(Path(path).read_bytes()).decode()
+    return dg.MetadataValue.md(f"![{alt}](data:image/png;base64,{encoded})")
+
+
+def _train(context, compute: ComputeResource, stage: str, config: dict, dataset_dir: str, provenance: dict,
+           init_dir: str | None = None) -> dict:
+    root = artifact_root(context)
+    staged = checkpoint_staging(root, stage)
+    compute.train(context, stage=stage.split("_")[0], config=config, dataset_dir=dataset_dir, out_dir=str(staged),
+                  init_dir=init_dir, provenance=provenance)
+    return publish_checkpoint(staged, root, stage)
+
+
+def _push(result: dict, hub: HubResource, name: str, metadata: dict) -> None:
+    pushed = push_checkpoint(result["model_dir"], hub.repo_id(name), api=hub.api(), private=hub.private)
+    result["hub"] = pushed
+    metadata.update(hub_repo_id=pushed["repo_id"], hub_revision=pushed["revision"],
+                    hub_url=dg.MetadataValue.url(pushed["url"]))
+
+
+@dg.asset(
+    group_name="training",
+    code_version="sft-1",
+    kinds={"pytorch", "huggingface"},
+    description=(
+        "The distilled student: TRL SFT on sft_dataset with the loss on the assistant turn only. The default "
+        "base model `tiny` is built offline (tokenizer trained on the dataset, random-init Llama); any causal "
+        "LM id or path trains with PEFT LoRA. Saved with a model card (base model, data version, config, "
+        "final metrics); runs on the ComputeResource (local subprocess or Hugging Face Jobs)."
+    ),
+)
+def sft_checkpoint(context: dg.AssetExecutionContext, config: SftCheckpointConfig, sft_dataset: dict,
+                   compute: ComputeResource, hub: HubResource) -> dg.Output[dict]:
+    run_config = {k: v for k, v in config.model_dump().items() if k in SFTRunConfig.__dataclass_fields__}
+    provenance = {"sft_dataset": sft_dataset["path"], "sft_dataset_version": sft_dataset["version"],
+                  "teacher": sft_dataset["provenance"]["teacher"]["id"]}
+    result = _train(context, compute, "sft_checkpoint", run_config, sft_dataset["path"], provenance)
+    metadata = {
+        "artifact_path": dg.MetadataValue.path(result["model_dir"]),
+        "training_loss": _image(result["loss_plot"], "training loss"),
+        "training_loss_png": dg.MetadataValue.path(result["loss_plot"]),
+        "base_model": result["base_model"], "device": result["device"], "steps": result["steps"],
+        "trainable_parameters": result["trainable_parameters"], "total_parameters": result["total_parameters"],
+        "first_train_loss": result["first_train_loss"], "final_train_loss": result["final_train_loss"],
+        "eval_loss": result["eval_loss"], "eval_mean_token_accuracy": result["eval_mean_token_accuracy"],
+        "valid_answer_rate_before": result["valid_answer_rate_before"],
+        "valid_answer_rate_after": result["valid_answer_rate_after"],
+        "wall_s": result["wall_s"], "upstream_sft_dataset_version": sft_dataset["version"],
+        "compute": compute.backend,
+    }
+    if result.get("hf_job"):
+        metadata.update(hf_job_id=result["hf_job"]["job_id"], hub_repo_id=result["hf_job"]["hub_repo_id"],
+                        hub_revision=result["hf_job"]["hub_revision"])
+    if config.push_to_hub:
+        _push(result, hub, config.hub_repo_name, metadata)
+    return dg.Output(result, data_version=dg.DataVersion(result["version"]), metadata=metadata)
+
+
+@dg.asset(
+    group_name="training",
+    code_version="grpo-1",
+    kinds={"pytorch", "huggingface"},
+    description=(
+        "The student refined with TRL GRPO from sft_checkpoint. Rewards come from the real env and grader: "
+        "answer validity, the graded value of the chosen action (restore the prompt's env snapshot, act, let "
+        "the heuristic finish the week) and belief accuracy against the true profile; prompts are states "
+        "visited by the teacher and by the SFT student."
+    ),
+)
+def grpo_checkpoint(context: dg.AssetExecutionContext, config: GrpoCheckpointConfig, sft_checkpoint: dict,
+                    sft_dataset: dict, compute: ComputeResource, hub: HubResource) -> dg.Output[dict]:
+    run_config = {k: v for k, v in config.model_dump().items() if k in GRPORunConfig.__dataclass_fields__}
+    run_config["grader"] = config.reward_grader
+    provenance = {"sft_checkpoint": sft_checkpoint["path"], "sft_checkpoint_version": sft_checkpoint["version"],
+                  "sft_dataset_version": sft_dataset["version"], "reward_grader": config.reward_grader}
+    result = _train(context, compute, "grpo_checkpoint", run_config, sft_dataset["path"], provenance,
+                    init_dir=sft_checkpoint["model_dir"])
+    metadata = {
+        "artifact_path": dg.MetadataValue.path(result["model_dir"]),
+        "reward_curves": _image(result["reward_plot"], "GRPO reward curves"),
+        "kl_curve": _image(result["kl_plot"], "KL"),
+        "steps": result["steps"], "prompts": result["prompts"], "student_prompts": result["student_prompts"],
+        "first_reward": result["first_reward"], "final_reward": result["final_reward"],
+        "final_answer_validity": result["final_answer_validity"], "final_action_value": result["final_action_value"],
+        "final_belief_accuracy": result["final_belief_accuracy"], "final_kl": result["final_kl"],
+        "mean_reward_std_within_groups": result["mean_reward_std_within_groups"],
+        "device": result["device"], "wall_s": result["wall_s"], "reward_grader": config.reward_grader,
+        "upstream_sft_checkpoint_version": sft_checkpoint["version"], "compute": compute.backend,
+    }
+    if config.push_to_hub:
+        _push(result, hub, config.hub_repo_name, metadata)
+    return dg.Output(result, data_version=dg.DataVersion(result["version"]), metadata=metadata)
+
+
+

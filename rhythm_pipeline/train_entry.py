@@ -1,0 +1,33 @@
+"""The training subprocess behind ComputeResource(backend="local"), speaking Dagster Pipes.
+
+It runs rhythm_core.training.entry.run_stage with the extras the asset sent, streams every training
+log entry into the Dagster run, and writes result.json; a crash here fails the step, never the
+Dagster process.
+"""
+
+import json
+import sys
+from pathlib import Path
+
+from dagster_pipes import open_dagster_pipes
+
+from rhythm_core.training.entry import run_stage
+
+
+def main() -> int:
+    with open_dagster_pipes() as pipes:
+        extras = pipes.extras
+        pipes.log.info(f"training {extras['stage']} in {extras['out']} (pid {__import__('os').getpid()})")
+
+        def on_log(entry: dict) -> None:
+            pipes.log.info(json.dumps({k: (round(v, 5) if isinstance(v, float) else v) for k, v in entry.items()}))
+
+        result = run_stage(extras["stage"], extras["config"], extras["dataset"], extras["out"], extras.get("init"),
+                           on_log=on_log, provenance=extras.get("provenance"))
+        Path(extras["out"], "result.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
+        pipes.report_custom_message({"result": str(Path(extras["out"], "result.json"))})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
