@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pprint
 import shutil
 import subprocess
 import sys
@@ -264,7 +265,7 @@ def render_job_script(*, stage: str, run_key: str, staging_repo: str, input_revi
                 "provenance": bool(provenance)}
     return (_JOB_SCRIPT_TEMPLATE.replace("__HUB_DEPENDENCY__", HUB_DEPENDENCY)
             .replace("__JOB_RESULT_PREFIX__", JOB_RESULT_PREFIX)
-            .replace(_TEMPLATE_SLOT, repr(defaults)))
+            .replace(_TEMPLATE_SLOT, pprint.pformat(defaults, width=100, sort_dicts=False)))
 
 
 def _script_args(*, stage, run_key, staging_repo, input_revision, wheel, code_version, result_repo, init,
@@ -478,10 +479,11 @@ def run_training_job(stage: str, config: dict, *, dataset_dir, init_dir=None, pr
         # The stream may have missed lines (broke off, or ended before the last ones): read the whole log.
         try:
             lines = list(api.fetch_job_logs(job_id=job_id, namespace=namespace, follow=False, token=token))
-            for raw in lines[seen:]:
-                handle(raw)
         except Exception as exc:
+            lines = []
             log(f"[hf-jobs] could not read the logs of job {job_id}: {_redact(repr(exc), token)}")
+        for raw in lines[seen:]:
+            handle(raw)
 
     message = _status_message(info)
     message = _redact(message, token) if isinstance(message, str) else message

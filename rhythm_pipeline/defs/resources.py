@@ -98,7 +98,7 @@ class ComputeResource(dg.ConfigurableResource):
         from pathlib import Path
 
         from huggingface_hub import HfApi, snapshot_download
-        from rhythm_core.compute.hf_jobs import HFJobSpec, run_training_job
+        from rhythm_core.compute.hf_jobs import HFJobSpec, localize_result, run_training_job
 
         import rhythm_core
 
@@ -111,7 +111,8 @@ class ComputeResource(dg.ConfigurableResource):
         context.log.info(f"HF job {job['job_id']} finished: {job['hub_repo_id']}@{job['hub_revision']}")
         # The lineage keeps a local copy; the Hub repo and revision stay in the metadata.
         snapshot_download(job["hub_repo_id"], revision=job["hub_revision"], local_dir=out_dir, token=self.hf_token)
-        result = json.loads(Path(out_dir, "result.json").read_text())
+        result = localize_result(json.loads(Path(out_dir, "result.json").read_text()), job["remote_out_dir"], out_dir)
+        Path(out_dir, "result.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
         return {**result, "hf_job": {k: job.get(k) for k in ("job_id", "job_url", "status", "code_version",
                                                               "hub_repo_id", "hub_revision", "flavor")}}
 

@@ -1,0 +1,56 @@
+"""The training half through Dagster: training runs in a Pipes subprocess (a crash fails the step,
+not the Dagster process), and the lineage materializes through grpo_checkpoint."""
+
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from rhythm_pipeline.defs.assets.data import reeval_report, sft_dataset, teacher_trajectories
+from rhythm_pipeline.defs.assets.training import grpo_checkpoint, sft_checkpoint
+from rhythm_pipeline.defs.resources import ComputeResource, HubResource, TeacherResource
+
+ALL = [teacher_trajectories, reeval_report, sft_dataset, sft_checkpoint, grpo_checkpoint]
+RESOURCES = {"teacher": TeacherResource(), "hub": HubResource(), "compute": ComputeResource()}
+
+
+@pytest.fixture
+def instance(tmp_path, monkeypatch):
+    monkeypatch.delenv("RHYTHM_ARTIFACTS", raising=False)
+    (tmp_path / "dagster").mkdir()
+    with dg.instance_for_test(temp_dir=str(tmp_path / "dagster")) as inst:
+        yield inst
+
+
+def test_a_crash_in_the_training_subprocess_fails_the_step_only(instance):
+    config = {"ops": {"teacher_trajectories": {"config": {"seeds": "1000-1003"}},
+                      "sft_checkpoint": {"config": {"base_model": "/nonexistent/model", "max_steps": 1}}}}
+    result = dg.materialize(ALL[:4], instance=instance, resources=RESOURCES, run_config=config, raise_on_error=False)
+    assert not result.success
+    failed = [e.step_key for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    assert failed == ["sft_checkpoint"]
+    error = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE").event_specific_data.error
+    assert "subprocess" in error.to_string().lower() or "pipes" in error.to_string().lower()
+    # What was done before the crash is kept; no half-written checkpoint is published.
+    storage = Path(instance.storage_directory()) / "rhythm"
+    assert list((storage / "sft_dataset").glob("*/dataset_dict.json"))
+    assert not [p for p in (storage / "sft_checkpoint").glob("*") if not p.name.startswith(".")]
+
+
+@pytest.mark.slow
+def test_lineage_through_grpo_checkpoint(instance):
+    config = {"ops": {"teacher_trajectories": {"config": {"seeds": "1000-1015"}},
+                      "sft_checkpoint": {"config": {"max_steps": 20}},
+                      "grpo_checkpoint": {"config": {"max_steps": 2, "teacher_prompts": 16, "student_episodes": 1}}}}
+    result = dg.materialize(ALL, instance=instance, resources=RESOURCES, run_config=config)
+    assert result.success
+    events = {e.asset_key.to_user_string(): e.event_specific_data.materialization
+              for e in result.get_asset_materialization_events()}
+    sft_meta, grpo_meta = events["sft_checkpoint"].metadata, events["grpo_checkpoint"].metadata
+    assert sft_meta["training_loss"].value.startswith("![training loss](data:image/png;base64,")
+    assert sft_meta["final_train_loss"].value < sft_meta["first_train_loss"].value
+    assert Path(sft_meta["artifact_path"].value, "README.md").exists()
+    assert "reward_curves" in grpo_meta and "final_kl" in grpo_meta
+    assert Path(grpo_meta["artifact_path"].value, "model.safetensors").exists()
+    logs = " ".join(str(e.user_message) for e in instance.all_logs(result.run_id))
+    assert '"loss"' in logs  # training metrics streamed back from the subprocess
