@@ -98,9 +98,9 @@ class ComputeResource(dg.ConfigurableResource):
         from pathlib import Path
 
         from huggingface_hub import HfApi, snapshot_download
-        from rhythm_core.compute.hf_jobs import HFJobSpec, localize_result, run_training_job
 
         import rhythm_core
+        from rhythm_core.compute.hf_jobs import HFJobSpec, localize_result, run_training_job
 
         api = HfApi(token=self.hf_token)
         spec = HFJobSpec(flavor=self.hf_flavor, timeout=self.hf_timeout, namespace=self.hf_namespace,
