@@ -34,7 +34,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
 
 test-slow: $(STAMP)
-	$(BIN)/python -m pytest -q -m slow
+	$(BIN)/python -m pytest -q -m slow; rc=$$?; [ $$rc -eq 5 ] && exit 0 || exit $$rc
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/env_throughput.py
