@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 
 import dagster as dg
 
@@ -23,8 +24,10 @@ def main() -> int:
         meta = materialization.metadata
         where = meta.get("artifact_path")
         print(f"- {materialization.asset_key.to_user_string()}: {where.value if where else ''}")
-        if "report" in meta:
-            print(meta["report"].value)
+        if "results" in meta:
+            print(meta["results"].value)
+            results_dir = Path(where.value).parent
+            print(f"  eval_results.json, final_scores.png, belief_accuracy.png in {results_dir}")
     for evaluation in result.get_asset_check_evaluations():
         status = "passed" if evaluation.passed else f"FAILED ({evaluation.severity.value})"
         print(f"- check {evaluation.asset_key.to_user_string()}.{evaluation.check_name}: {status}: {evaluation.description}")

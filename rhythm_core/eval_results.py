@@ -1,0 +1,182 @@
+"""Grade stored evaluation rollouts: scores, components, belief MAE, wins vs the heuristic, invalid
+answers and action distributions per condition and player; eval_results.json, plots, markdown."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+
+from .artifacts import atomic_write_json, atomic_write_text, publish_dir, staging_dir
+from .episode import EpisodeBatch
+from .eval_rollouts import load_rollouts
+from .evaluation import mean_ci95
+from .graders import get_grader
+from .profiles import prior_stats
+from .spec import ACTIONS, ENV_VERSION
+
+RESULTS_SCHEMA = "rhythm-eval-results-1"
+_METRICS = {
+    "type": "object",
+    "required": ["n_episodes", "final_score", "ci95", "components", "belief_mae", "wins_vs_heuristic",
+                 "invalid_rate", "action_distribution", "by_grader"],
+    "properties": {
+        "n_episodes": {"type": "integer", "minimum": 1},
+        "final_score": {"type": "number", "minimum": 0, "maximum": 1},
+        "ci95": {"type": "array", "items": {"type": "number"}, "minItems": 2, "maxItems": 2},
+        "components": {"type": "object", "additionalProperties": {"type": "number"}},
+        "belief_mae": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
+        "wins_vs_heuristic": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
+        "invalid_rate": {"type": "number", "minimum": 0, "maximum": 1},
+        "action_distribution": {"type": "object", "propertyNames": {"enum": list(ACTIONS)},
+                                "additionalProperties": {"type": "number", "minimum": 0, "maximum": 1}},
+        "by_grader": {"type": "object", "additionalProperties": {
+            "type": "object", "required": ["final_score", "ci95", "components"],
+            "properties": {"final_score": {"type": "number"}, "ci95": {"type": "array"},
+                           "components": {"type": "object"}}}},
+    },
+}
+JSON_SCHEMA = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "required": ["schema", "grader", "graders", "env_version", "conditions", "provenance"],
+    "properties": {
+        "schema": {"const": RESULTS_SCHEMA},
+        "grader": {"type": "string"},
+        "graders": {"type": "array", "items": {"type": "string"}},
+        "env_version": {"type": "string"},
+        "provenance": {"type": "object"},
+        "conditions": {"type": "object", "additionalProperties": {
+            "type": "object", "required": ["seeds", "n_episodes", "agents"],
+            "properties": {"seeds": {"type": "string"}, "n_episodes": {"type": "integer"},
+                           "agents": {"type": "object", "additionalProperties": _METRICS}}}},
+    },
+}
+
+
+def validate_results(results: dict) -> None:
+    """Raise jsonschema.ValidationError if `results` does not have the published shape."""
+    import jsonschema
+
+    jsonschema.validate(results, JSON_SCHEMA)
+
+
+def _grade(grader_name: str, batch: EpisodeBatch) -> tuple[np.ndarray, dict]:
+    return get_grader(grader_name).grade_batch(batch)
+
+
+def compute_results(rollouts_dir, grader: str, *, compare_grader: str = "v2", provenance: dict | None = None) -> dict:
+    manifest, rollouts = load_rollouts(rollouts_dir)
+    graders = list(dict.fromkeys([grader, compare_grader]))
+    conditions = sorted({c for _, c in rollouts}, key=list(manifest["seeds"]).index)
+    out = {"schema": RESULTS_SCHEMA, "grader": grader, "graders": graders, "env_version": ENV_VERSION,
+           "provenance": {**manifest.get("provenance", {}), **(provenance or {}), "players": manifest["players"],
+                          "sampling": manifest["sampling"]},
+           "conditions": {}}
+    for condition in conditions:
+        players = [p for p in manifest.get("player_order", manifest["players"]) if (p, condition) in rollouts]
+        batches = {p: EpisodeBatch.from_records(condition, rollouts[(p, condition)], p) for p in players}
+        heuristic = {g: _grade(g, batches["heuristic"])[0] for g in graders} if "heuristic" in batches else None
+        agents = {}
+        for player, batch in batches.items():
+            by_grader = {}
+            for g in graders:
+                scores, parts = _grade(g, batch)
+                mean, lo, hi = mean_ci95(scores)
+                by_grader[g] = {"final_score": mean, "ci95": [lo, hi],
+                                "components": {k: float(v.mean()) for k, v in parts.items()}}
+            main = by_grader[grader]
+            mae = batch.belief_mae()
+            counts = np.bincount(batch.actions.ravel(), minlength=len(ACTIONS)) / batch.actions.size
+            wins = None
+            if heuristic is not None and player != "heuristic":
+                wins = float(np.mean(_grade(grader, batch)[0] > heuristic[grader]))
+            agents[player] = {
+                "n_episodes": len(batch), "final_score": main["final_score"], "ci95": main["ci95"],
+                "components": main["components"],
+                "belief_mae": float(np.nanmean(mae)) if batch.has_belief.any() else None,
+                "wins_vs_heuristic": wins, "invalid_rate": float(batch.invalid.mean()),
+                "action_distribution": {a: float(c) for a, c in zip(ACTIONS, counts)},
+                "by_grader": by_grader,
+            }
+        out["conditions"][condition] = {"seeds": manifest["seeds"][condition], "n_episodes": len(batches[players[0]]),
+                                        "agents": agents}
+    validate_results(out)
+    return out
+
+
+def markdown_table(results: dict) -> str:
+    grader = results["grader"]
+    other = [g for g in results["graders"] if g != grader]
+    header = f"| condition | agent | {grader} score | 95% CI |" + "".join(f" {g} score |" for g in other)
+    header += " belief MAE | wins vs heuristic | invalid |"
+    lines = [header, "|" + "---|" * (header.count("|") - 1)]
+    for condition, block in results["conditions"].items():
+        for agent, m in block["agents"].items():
+            mae = "–" if m["belief_mae"] is None else f"{m['belief_mae']:.3f}"
+            wins = "–" if m["wins_vs_heuristic"] is None else f"{m['wins_vs_heuristic']:.0%}"
+            extra = "".join(f" {m['by_grader'][g]['final_score']:.3f} |" for g in other)
+            lines.append(f"| {condition} | {agent} | {m['final_score']:.3f} | [{m['ci95'][0]:.3f}, {m['ci95'][1]:.3f}] |"
+                         f"{extra} {mae} | {wins} | {m['invalid_rate']:.1%} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot_results(results: dict, out_dir) -> dict[str, str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = Path(out_dir)
+    conditions = list(results["conditions"])
+    agents = list(dict.fromkeys(a for c in conditions for a in results["conditions"][c]["agents"]))
+    width = 0.8 / max(len(agents), 1)
+    paths = {}
+    for name, key, ylabel in (("final_scores.png", "final_score", f"final score ({results['grader']})"),
+                              ("belief_accuracy.png", "belief_mae", "belief MAE (lower is better)")):
+        fig, ax = plt.subplots(figsize=(8, 4), dpi=100)
+        for i, agent in enumerate(agents):
+            xs, ys, errs = [], [], []
+            for j, condition in enumerate(conditions):
+                m = results["conditions"][condition]["agents"].get(agent)
+                if m is None or m[key] is None:
+                    continue
+                xs.append(j + (i - (len(agents) - 1) / 2) * width)
+                ys.append(m[key])
+                errs.append((m["ci95"][1] - m["ci95"][0]) / 2 if key == "final_score" else 0.0)
+            if xs:
+                ax.bar(xs, ys, width, yerr=errs if key == "final_score" else None, capsize=2, label=agent)
+        if key == "belief_mae":
+            for j, condition in enumerate(conditions):
+                ax.hlines(prior_stats(condition)[1], j - 0.45, j + 0.45, colors="k", linestyles="dashed",
+                          label="constant prior mean" if j == 0 else None)
+        ax.set_xticks(range(len(conditions)), conditions)
+        ax.set_ylabel(ylabel)
+        ax.legend(fontsize=7, ncol=2)
+        ax.grid(axis="y", alpha=0.3)
+        fig.tight_layout()
+        fig.savefig(out / name)
+        plt.close(fig)
+        paths[name] = str(out / name)
+    return paths
+
+
+def eval_results_stage(rollouts_dir, grader: str, root, *, provenance: dict | None = None) -> dict:
+    results = compute_results(rollouts_dir, grader, provenance=provenance)
+    stage_root = Path(root) / "eval_results"
+    staged = staging_dir(stage_root)
+    atomic_write_json(staged / "eval_results.json", results)
+    markdown = markdown_table(results)
+    atomic_write_text(staged / "eval_results.md", markdown)
+    plot_results(results, staged)
+    version = hashlib.sha256((staged / "eval_results.json").read_bytes()).hexdigest()[:16]
+    final = publish_dir(staged, stage_root / version)
+    return {"dir": str(final), "version": version, "json": str(final / "eval_results.json"),
+            "final_scores_png": str(final / "final_scores.png"),
+            "belief_accuracy_png": str(final / "belief_accuracy.png"), "markdown": markdown, "results": results}
+
+
+def load_results(path) -> dict:
+    return json.loads(Path(path).read_text())

@@ -1,0 +1,152 @@
+"""Held-out play: students and baselines on the evaluation seeds of every condition.
+
+Rollouts store what happened (observations, prompts, raw answers, parsed beliefs and actions,
+invalid flags, meters) and nothing a grader computes, so a grader change re-grades stored
+trajectories without running any model again. Files use the trajectory schema of teacher data,
+with the `teacher` field naming the player.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from .agents import get_agent
+from .artifacts import atomic_write_json, publish_dir, sha256_file, staging_dir
+from .conditions import EVAL_SEEDS, check_seed, get_condition
+from .env import VectorRhythmEnv
+from .protocol import parse_answer
+from .spec import ACTIONS, BELIEF_DIMS, ENV_VERSION, METERS, STEPS_PER_EPISODE
+from .trajectories import SCHEMA, read_trajectories
+
+EVAL_BASELINES = ("random", "heuristic", "heuristic_const_belief", "bayes", "oracle")
+DEFAULT_EVAL_SEEDS = {"continuous": "0-99", "ood": "10000-10049", "discrete3": "20000-20014"}
+
+
+def eval_seed_list(condition: str, spec: str) -> list[int]:
+    """Parse a seed spec and insist every seed is an evaluation seed of `condition`."""
+    from .conditions import parse_seeds
+
+    seeds = parse_seeds(spec)
+    allowed = EVAL_SEEDS[condition]
+    for seed in seeds:
+        check_seed(condition, seed)
+        if seed not in allowed:
+            raise ValueError(f"seed {seed} is not an evaluation seed of {condition} "
+                             f"({allowed.start}-{allowed.stop - 1}); training data may use it")
+    return seeds
+
+
+def play_records(agent, condition: str, seeds, identity: dict) -> list[dict]:
+    """Play `agent` on `seeds` in lockstep; one trajectory record per episode."""
+    get_condition(condition)
+    env = VectorRhythmEnv(condition)
+    obs, _ = env.reset(np.asarray(seeds, dtype=np.int64))
+    agent.reset(env)
+    n = env.num_envs
+    steps: list[list[dict]] = [[] for _ in range(n)]
+    beliefs: list[list[dict | None]] = [[] for _ in range(n)]
+    for t in range(STEPS_PER_EPISODE):
+        before = [obs.item(i) for i in range(n)]
+        decision = agent.act(obs)
+        prompts = [m[1]["content"] for m in agent.last_messages] if getattr(agent, "last_messages", None) else None
+        obs, *_ = env.step(decision.actions)
+        for i in range(n):
+            raw = decision.reasoning[i] if decision.reasoning is not None else None
+            parsed = parse_answer(raw) if prompts is not None else None
+            stated = None
+            if decision.beliefs is not None and not np.isnan(decision.beliefs[i]).any():
+                stated = {d: float(v) for d, v in zip(BELIEF_DIMS, decision.beliefs[i])}
+            beliefs[i].append(stated)
+            steps[i].append({
+                "step": t,
+                "observation": before[i].to_dict(),
+                "prompt": prompts[i] if prompts else None,
+                "raw_answer": raw if prompts else None,
+                "parsed": None if parsed is None else {"valid": parsed.valid, "action": parsed.action,
+                                                       "belief": parsed.belief, "reasoning": parsed.reasoning,
+                                                       "error": parsed.error},
+                "action": ACTIONS[decision.actions[i]],
+                "invalid": bool(decision.invalid[i]) if decision.invalid is not None else False,
+                "attempts": 1,
+                "meters_after": {m: float(v) for m, v in zip(METERS, obs.meters[i])},
+                "usage": {"prompt_tokens": 0, "completion_tokens": 0, "requests": 0, "retries": 0},
+            })
+    return [{
+        "schema": SCHEMA, "env_version": ENV_VERSION, "condition": condition, "seed": int(env.seeds[i]),
+        "teacher": identity, "steps": steps[i], "actions": [s["action"] for s in steps[i]], "beliefs": beliefs[i],
+        "invalid": [s["invalid"] for s in steps[i]], "meters": env.meters_history[i].tolist(),
+        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "requests": 0, "retries": 0, "cost_usd": 0.0},
+    } for i in range(n)]
+
+
+def _write_jsonl(path: Path, records: list[dict]) -> None:
+    with open(path, "w") as fh:
+        for record in records:
+            fh.write(json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n")
+
+
+def eval_rollouts_stage(
+    checkpoints: dict[str, str],
+    seeds: dict[str, str],
+    root,
+    *,
+    sampling=None,
+    baselines=EVAL_BASELINES,
+    provenance: dict | None = None,
+    log: Callable[[str], None] | None = None,
+) -> dict:
+    """Play each checkpoint (name -> model dir) and each baseline on every condition's seeds.
+
+    Publishes `<root>/eval_rollouts/<content hash>/` holding one JSONL per (player, condition) and a
+    manifest.json describing players, seeds, sampling and provenance.
+    """
+    from .training.generation import SamplingConfig
+    from .training.policy import LLMPolicyAgent
+
+    log = log or (lambda message: None)
+    sampling = sampling or SamplingConfig()
+    seed_lists = {c: eval_seed_list(c, spec) for c, spec in seeds.items()}
+    stage_root = Path(root) / "eval_rollouts"
+    staged = staging_dir(stage_root)
+    manifest = {"env_version": ENV_VERSION, "seeds": seeds, "sampling": sampling.__dict__, "players": {},
+                "player_order": [], "files": {}, "provenance": provenance or {}}
+    players: list[tuple[str, Callable[[], object], dict]] = []
+    for name, model_dir in checkpoints.items():
+        identity = {"backend": "checkpoint", "model": str(model_dir), "id": name}
+        players.append((name, lambda d=model_dir, n=name: LLMPolicyAgent.from_checkpoint(d, sampling=sampling, name=n),
+                        identity))
+    for name in baselines:
+        players.append((name, lambda n=name: get_agent(n), {"backend": "baseline", "model": name, "id": name}))
+    for name, make, identity in players:
+        agent = make()
+        manifest["players"][name] = identity
+        manifest["player_order"].append(name)
+        for condition, condition_seeds in seed_lists.items():
+            records = play_records(agent, condition, condition_seeds, identity)
+            file = f"{name}__{condition}.jsonl"
+            _write_jsonl(staged / file, records)
+            invalid = float(np.mean([r["invalid"] for r in records]))
+            manifest["files"][file] = {"player": name, "condition": condition, "episodes": len(records),
+                                       "invalid_rate": invalid, "sha256": sha256_file(staged / file)}
+            log(f"{name} on {condition}: {len(records)} episodes, invalid answers {invalid:.1%}")
+    digest = hashlib.sha256(json.dumps(manifest, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    atomic_write_json(staged / "manifest.json", manifest)
+    final = publish_dir(staged, stage_root / digest)
+    return {"dir": str(final), "version": digest, "manifest": manifest}
+
+
+def load_rollouts(rollouts_dir) -> tuple[dict, dict[tuple[str, str], list[dict]]]:
+    """(manifest, {(player, condition): records}) of a published eval_rollouts directory."""
+    root = Path(rollouts_dir)
+    if not (root / "manifest.json").exists():
+        raise FileNotFoundError(f"{root}: not an eval_rollouts directory (no manifest.json)")
+    manifest = json.loads((root / "manifest.json").read_text())
+    out = {}
+    for file, info in manifest["files"].items():
+        out[(info["player"], info["condition"])] = read_trajectories(root / file, allow_truncated_tail=False).records
+    return manifest, out
