@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -56,6 +57,17 @@ def staging_dir(final_parent) -> Path:
     parent = Path(final_parent)
     parent.mkdir(parents=True, exist_ok=True)
     return Path(tempfile.mkdtemp(dir=parent, prefix=".staging-"))
+
+
+@contextmanager
+def staging(final_parent):
+    """A staging directory that is removed if the block fails (a published one has moved away)."""
+    path = staging_dir(final_parent)
+    try:
+        yield path
+    except BaseException:
+        shutil.rmtree(path, ignore_errors=True)
+        raise
 
 
 def publish_dir(staged, final) -> Path:

@@ -102,6 +102,41 @@ def _cmd_dataset(args) -> int:
     return 0
 
 
+def _cmd_eval(args) -> int:
+    from tqdm import tqdm
+
+    from .eval_results import eval_results_stage
+    from .eval_rollouts import eval_rollouts_stage
+    from .training.generation import SamplingConfig
+    from .training.models import checkpoint_info
+
+    model_dir = _model_dir(args.checkpoint)
+    seeds = {"continuous": args.continuous_seeds, "ood": args.ood_seeds, "discrete3": args.discrete3_seeds}
+    sampling = SamplingConfig(max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed)
+    baselines = [b for b in args.baselines.split(",") if b] if args.baselines else []
+    with tqdm(total=(1 + len(baselines)) * len(seeds), desc="eval", unit="player x condition", file=sys.stderr) as bar:
+        rollouts = eval_rollouts_stage({args.name: str(model_dir)}, seeds, args.out, sampling=sampling,
+                                       baselines=baselines, provenance={"checkpoint": str(model_dir),
+                                                                        **checkpoint_info(model_dir)},
+                                       log=lambda message: (bar.update(1), tqdm.write(message, file=sys.stderr)))
+    result = eval_results_stage(rollouts["dir"], args.grader, args.out)
+    print(result["markdown"])
+    print(f"rollouts: {rollouts['dir']}\nresults: {result['json']}\nplots: {result['final_scores_png']}, "
+          f"{result['belief_accuracy_png']}")
+    return 0
+
+
+def _model_dir(path: str):
+    """A checkpoint directory, or a published stage folder holding model/; a clear error otherwise."""
+    from pathlib import Path
+
+    p = Path(path)
+    for candidate in (p, p / "model"):
+        if (candidate / "config.json").exists() or (candidate / "adapter_config.json").exists():
+            return candidate
+    raise ValueError(f"{p}: not a model checkpoint (no config.json or adapter_config.json here or in {p / 'model'})")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .graders import GRADERS
 
@@ -147,6 +182,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--grader", choices=list(GRADERS), default="v3", help="grader used by the filter")
     p.add_argument("--validation-fraction", type=float, default=0.1)
     p.set_defaults(func=_cmd_dataset)
+
+    from .eval_rollouts import DEFAULT_EVAL_SEEDS, EVAL_BASELINES
+
+    p = sub.add_parser("eval", help="play a checkpoint and the baselines on the evaluation seeds, then grade")
+    p.add_argument("--checkpoint", required=True, help="model directory (or a published checkpoint folder)")
+    p.add_argument("--out", required=True, help="output root (eval_rollouts/ and eval_results/ go under it)")
+    p.add_argument("--name", default="student")
+    p.add_argument("--grader", choices=list(GRADERS), default="v3")
+    p.add_argument("--continuous-seeds", default=DEFAULT_EVAL_SEEDS["continuous"])
+    p.add_argument("--ood-seeds", default=DEFAULT_EVAL_SEEDS["ood"])
+    p.add_argument("--discrete3-seeds", default=DEFAULT_EVAL_SEEDS["discrete3"])
+    p.add_argument("--baselines", default=",".join(EVAL_BASELINES), help="comma-separated, empty for none")
+    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=_cmd_eval)
     return parser
 
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .artifacts import atomic_write_json, atomic_write_text, publish_dir, staging_dir
+from .artifacts import atomic_write_text, publish_dir, staging
+from .conditions import CONDITIONS
 from .episode import EpisodeBatch
 from .eval_rollouts import load_rollouts
 from .evaluation import mean_ci95
@@ -70,7 +71,7 @@ def _grade(grader_name: str, batch: EpisodeBatch) -> tuple[np.ndarray, dict]:
 def compute_results(rollouts_dir, grader: str, *, compare_grader: str = "v2", provenance: dict | None = None) -> dict:
     manifest, rollouts = load_rollouts(rollouts_dir)
     graders = list(dict.fromkeys([grader, compare_grader]))
-    conditions = sorted({c for _, c in rollouts}, key=list(manifest["seeds"]).index)
+    conditions = [c for c in CONDITIONS if any(cond == c for _, cond in rollouts)]
     out = {"schema": RESULTS_SCHEMA, "grader": grader, "graders": graders, "env_version": ENV_VERSION,
            "provenance": {**manifest.get("provenance", {}), **(provenance or {}), "players": manifest["players"],
                           "sampling": manifest["sampling"]},
@@ -166,13 +167,14 @@ def plot_results(results: dict, out_dir) -> dict[str, str]:
 def eval_results_stage(rollouts_dir, grader: str, root, *, provenance: dict | None = None) -> dict:
     results = compute_results(rollouts_dir, grader, provenance=provenance)
     stage_root = Path(root) / "eval_results"
-    staged = staging_dir(stage_root)
-    atomic_write_json(staged / "eval_results.json", results)
-    markdown = markdown_table(results)
-    atomic_write_text(staged / "eval_results.md", markdown)
-    plot_results(results, staged)
-    version = hashlib.sha256((staged / "eval_results.json").read_bytes()).hexdigest()[:16]
-    final = publish_dir(staged, stage_root / version)
+    with staging(stage_root) as staged:
+        # Insertion order (conditions, then players as played) is part of the published shape.
+        atomic_write_text(staged / "eval_results.json", json.dumps(results, indent=2, allow_nan=False) + "\n")
+        markdown = markdown_table(results)
+        atomic_write_text(staged / "eval_results.md", markdown)
+        plot_results(results, staged)
+        version = hashlib.sha256((staged / "eval_results.json").read_bytes()).hexdigest()[:16]
+        final = publish_dir(staged, stage_root / version)
     return {"dir": str(final), "version": version, "json": str(final / "eval_results.json"),
             "final_scores_png": str(final / "final_scores.png"),
             "belief_accuracy_png": str(final / "belief_accuracy.png"), "markdown": markdown, "results": results}

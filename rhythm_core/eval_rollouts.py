@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from .agents import get_agent
-from .artifacts import atomic_write_json, publish_dir, sha256_file, staging_dir
+from .artifacts import atomic_write_json, publish_dir, sha256_file, staging
 from .conditions import EVAL_SEEDS, check_seed, get_condition
 from .env import VectorRhythmEnv
 from .protocol import parse_answer
@@ -112,31 +112,31 @@ def eval_rollouts_stage(
     sampling = sampling or SamplingConfig()
     seed_lists = {c: eval_seed_list(c, spec) for c, spec in seeds.items()}
     stage_root = Path(root) / "eval_rollouts"
-    staged = staging_dir(stage_root)
-    manifest = {"env_version": ENV_VERSION, "seeds": seeds, "sampling": sampling.__dict__, "players": {},
-                "player_order": [], "files": {}, "provenance": provenance or {}}
-    players: list[tuple[str, Callable[[], object], dict]] = []
-    for name, model_dir in checkpoints.items():
-        identity = {"backend": "checkpoint", "model": str(model_dir), "id": name}
-        players.append((name, lambda d=model_dir, n=name: LLMPolicyAgent.from_checkpoint(d, sampling=sampling, name=n),
-                        identity))
-    for name in baselines:
-        players.append((name, lambda n=name: get_agent(n), {"backend": "baseline", "model": name, "id": name}))
-    for name, make, identity in players:
-        agent = make()
-        manifest["players"][name] = identity
-        manifest["player_order"].append(name)
-        for condition, condition_seeds in seed_lists.items():
-            records = play_records(agent, condition, condition_seeds, identity)
-            file = f"{name}__{condition}.jsonl"
-            _write_jsonl(staged / file, records)
-            invalid = float(np.mean([r["invalid"] for r in records]))
-            manifest["files"][file] = {"player": name, "condition": condition, "episodes": len(records),
-                                       "invalid_rate": invalid, "sha256": sha256_file(staged / file)}
-            log(f"{name} on {condition}: {len(records)} episodes, invalid answers {invalid:.1%}")
-    digest = hashlib.sha256(json.dumps(manifest, sort_keys=True, default=str).encode()).hexdigest()[:16]
-    atomic_write_json(staged / "manifest.json", manifest)
-    final = publish_dir(staged, stage_root / digest)
+    with staging(stage_root) as staged:
+        manifest = {"env_version": ENV_VERSION, "seeds": seeds, "sampling": sampling.__dict__, "players": {},
+                    "player_order": [], "files": {}, "provenance": provenance or {}}
+        players: list[tuple[str, Callable[[], object], dict]] = []
+        for name, model_dir in checkpoints.items():
+            identity = {"backend": "checkpoint", "model": str(model_dir), "id": name}
+            players.append((name, lambda d=model_dir, n=name: LLMPolicyAgent.from_checkpoint(d, sampling=sampling, name=n),
+                            identity))
+        for name in baselines:
+            players.append((name, lambda n=name: get_agent(n), {"backend": "baseline", "model": name, "id": name}))
+        for name, make, identity in players:
+            agent = make()
+            manifest["players"][name] = identity
+            manifest["player_order"].append(name)
+            for condition, condition_seeds in seed_lists.items():
+                records = play_records(agent, condition, condition_seeds, identity)
+                file = f"{name}__{condition}.jsonl"
+                _write_jsonl(staged / file, records)
+                invalid = float(np.mean([r["invalid"] for r in records]))
+                manifest["files"][file] = {"player": name, "condition": condition, "episodes": len(records),
+                                           "invalid_rate": invalid, "sha256": sha256_file(staged / file)}
+                log(f"{name} on {condition}: {len(records)} episodes, invalid answers {invalid:.1%}")
+        digest = hashlib.sha256(json.dumps(manifest, sort_keys=True, default=str).encode()).hexdigest()[:16]
+        atomic_write_json(staged / "manifest.json", manifest)
+        final = publish_dir(staged, stage_root / digest)
     return {"dir": str(final), "version": digest, "manifest": manifest}
 
 

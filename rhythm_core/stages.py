@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from .artifacts import publish_dir, sha256_file, staging_dir
+from .artifacts import publish_dir, sha256_file, staging
 from .conditions import TRAINING_SEEDS, parse_seeds
 from .graders import get_grader
 from .reeval import reeval_records, teacher_beats_heuristic, write_report
@@ -66,13 +66,13 @@ def teacher_stage(settings: TeacherSettings, condition: str, seeds_spec: str, ro
     records = sorted(read_trajectories(work, allow_truncated_tail=False).records, key=lambda r: r["seed"])
     wanted = set(seeds)
     records = [r for r in records if r["seed"] in wanted]
-    staged = staging_dir(stage_root)
-    path = staged / "trajectories.jsonl"
-    with open(path, "w") as fh:
-        for record in records:
-            fh.write(json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n")
-    version = sha256_file(path)[:16]
-    final = publish_dir(staged, stage_root / version)
+    with staging(stage_root) as staged:
+        path = staged / "trajectories.jsonl"
+        with open(path, "w") as fh:
+            for record in records:
+                fh.write(json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n")
+        version = sha256_file(path)[:16]
+        final = publish_dir(staged, stage_root / version)
     batch = to_episode_batch(records, condition)
     steps = sum(len(r["steps"]) for r in records)
     invalid = sum(sum(r["invalid"]) for r in records)
@@ -93,10 +93,10 @@ def reeval_stage(trajectories_path, grader: str, root, *, compare_grader: str = 
     records = read_trajectories(trajectories_path, allow_truncated_tail=False).records
     report = reeval_records(records, grader, compare_grader=compare_grader)
     stage_root = Path(root) / "reeval_report"
-    staged = staging_dir(stage_root)
-    write_report(report, staged)
-    version = sha256_file(staged / "report.json")[:16]
-    final = publish_dir(staged, stage_root / version)
+    with staging(stage_root) as staged:
+        write_report(report, staged)
+        version = sha256_file(staged / "report.json")[:16]
+        final = publish_dir(staged, stage_root / version)
     return {
         "dir": str(final), "version": version, "grader": grader, "graders": report.graders,
         "teacher": report.teacher, "n_episodes": len(records),
@@ -142,11 +142,6 @@ def dataset_stage(trajectories: dict, reeval: dict | None, root, *, grader: str,
     }
     summary = save_sft_dataset(dataset, Path(root) / "sft_dataset" / version, provenance)
     return {**summary, "version": version, "provenance": provenance}
-
-
-def checkpoint_staging(root, stage: str) -> Path:
-    """A fresh directory to train `stage` into before it is published."""
-    return staging_dir(Path(root) / stage)
 
 
 def publish_checkpoint(staged, root, stage: str) -> dict:

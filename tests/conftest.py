@@ -1,7 +1,10 @@
 import numpy as np
 import pytest
 
+from rhythm_core.dataset import build_sft_dataset, save_sft_dataset
 from rhythm_core.rollout import rollout
+from rhythm_core.teacher import TeacherSettings, run_teacher
+from rhythm_core.trajectories import read_trajectories
 
 
 @pytest.fixture(scope="session")
@@ -18,3 +21,27 @@ def rollouts():
         return cache[key]
 
     return get
+
+
+# A short-history teacher dataset and a tiny SFT student trained on it, shared by the training and
+# evaluation tests (about 30 s on the CPU, built once per session).
+@pytest.fixture(scope="session")
+def short_dataset(tmp_path_factory):
+    root = tmp_path_factory.mktemp("training")
+    run_teacher(TeacherSettings(), "continuous", range(1000, 1024), root / "teacher.jsonl")
+    full = build_sft_dataset(read_trajectories(root / "teacher.jsonl").records, validation_fraction=0.15)
+    short = full.filter(lambda row: row["step"] < 8)
+    save_sft_dataset(short, root / "sft", {"note": "first 8 steps of each episode"})
+    return root
+
+
+@pytest.fixture(scope="session")
+def sft_result(short_dataset):
+    from rhythm_core.training.sft import SFTRunConfig, run_sft
+
+    logs = []
+    result = run_sft(SFTRunConfig(max_steps=150, per_device_train_batch_size=8, logging_steps=10),
+                     short_dataset / "sft", short_dataset / "sft_out", on_log=logs.append)
+    return result, logs
+
+

@@ -7,32 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from rhythm_core.dataset import build_sft_dataset, save_sft_dataset
 from rhythm_core.env import VectorRhythmEnv
 from rhythm_core.protocol import parse_answer
 from rhythm_core.spec import ACTIONS
-from rhythm_core.teacher import TeacherSettings, run_teacher
-from rhythm_core.trajectories import read_trajectories
-
-
-@pytest.fixture(scope="module")
-def short_dataset(tmp_path_factory):
-    root = tmp_path_factory.mktemp("training")
-    run_teacher(TeacherSettings(), "continuous", range(1000, 1024), root / "teacher.jsonl")
-    full = build_sft_dataset(read_trajectories(root / "teacher.jsonl").records, validation_fraction=0.15)
-    short = full.filter(lambda row: row["step"] < 8)
-    save_sft_dataset(short, root / "sft", {"note": "first 8 steps of each episode"})
-    return root
-
-
-@pytest.fixture(scope="module")
-def sft_result(short_dataset):
-    from rhythm_core.training.sft import SFTRunConfig, run_sft
-
-    logs = []
-    result = run_sft(SFTRunConfig(max_steps=150, per_device_train_batch_size=8, logging_steps=10),
-                     short_dataset / "sft", short_dataset / "sft_out", on_log=logs.append)
-    return result, logs
 
 
 def test_sft_loss_falls_and_streams_logs(sft_result):

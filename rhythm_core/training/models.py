@@ -14,14 +14,28 @@ def device_name() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+class CheckpointError(ValueError):
+    """A checkpoint path or id that cannot be loaded; the message names it and says why."""
+
+
 def load_model_and_tokenizer(path_or_id: str, *, for_training: bool = False):
-    """A causal LM and its tokenizer (left padding, pad token set), on CUDA in bf16 when available."""
+    """A causal LM and its tokenizer (left padding, pad token set), on CUDA in bf16 when available.
+    Raises CheckpointError naming the path when it is missing or corrupt."""
+    try:
+        return _load(path_or_id, for_training)
+    except CheckpointError:
+        raise
+    except (OSError, ValueError, KeyError, RuntimeError) as exc:
+        raise CheckpointError(f"{path_or_id}: cannot load the model checkpoint: {type(exc).__name__}: {exc}") from exc
+
+
+def _load(path_or_id: str, for_training: bool):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     path = Path(path_or_id)
     if path.exists() and not (path / "config.json").exists() and not (path / "adapter_config.json").exists():
-        raise FileNotFoundError(f"{path}: not a model checkpoint (no config.json or adapter_config.json)")
+        raise CheckpointError(f"{path}: not a model checkpoint (no config.json or adapter_config.json)")
     cuda = torch.cuda.is_available()
     dtype = torch.bfloat16 if cuda and torch.cuda.is_bf16_supported() else torch.float32
     if path.exists() and (path / "adapter_config.json").exists():

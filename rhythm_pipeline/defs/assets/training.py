@@ -6,7 +6,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from rhythm_core.stages import checkpoint_staging, publish_checkpoint, push_checkpoint
+from rhythm_core.artifacts import staging
+from rhythm_core.stages import publish_checkpoint, push_checkpoint
 from rhythm_core.training.grpo import GRPORunConfig
 from rhythm_core.training.sft import SFTRunConfig
 from rhythm_pipeline.defs.resources import ComputeResource, HubResource
@@ -61,10 +62,10 @@ def _image(path: str, alt: str) -> dg.MetadataValue:
 def _train(context, compute: ComputeResource, stage: str, config: dict, dataset_dir: str, provenance: dict,
            init_dir: str | None = None) -> dict:
     root = artifact_root(context)
-    staged = checkpoint_staging(root, stage)
-    compute.train(context, stage=stage.split("_")[0], config=config, dataset_dir=dataset_dir, out_dir=str(staged),
-                  init_dir=init_dir, provenance=provenance)
-    return publish_checkpoint(staged, root, stage)
+    with staging(root / stage) as staged:
+        compute.train(context, stage=stage.split("_")[0], config=config, dataset_dir=dataset_dir,
+                      out_dir=str(staged), init_dir=init_dir, provenance=provenance)
+        return publish_checkpoint(staged, root, stage)
 
 
 def _push(result: dict, hub: HubResource, name: str, metadata: dict) -> None:

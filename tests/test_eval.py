@@ -1,0 +1,89 @@
+"""Evaluation: lockstep batching changes nothing for a deterministic policy, results have the
+published shape, and bad inputs fail clearly."""
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from rhythm_core.cli import main
+from rhythm_core.eval_results import compute_results, eval_results_stage, validate_results
+from rhythm_core.eval_rollouts import eval_rollouts_stage, eval_seed_list, play_records
+from rhythm_core.training.generation import SamplingConfig
+from rhythm_core.training.models import CheckpointError
+from rhythm_core.training.policy import LLMPolicyAgent
+
+SEEDS = {"continuous": "0-3", "ood": "10000-10001", "discrete3": "20000-20002"}
+
+
+def test_lockstep_batched_equals_sequential_for_greedy_decoding(sft_result):
+    agent = LLMPolicyAgent.from_checkpoint(sft_result[0]["model_dir"], sampling=SamplingConfig(max_new_tokens=96))
+    seeds = [0, 1, 2, 3, 4, 5]
+    batched = play_records(agent, "continuous", seeds, {"id": "student"})
+    for seed, together in zip(seeds, batched):
+        alone = play_records(agent, "continuous", [seed], {"id": "student"})[0]
+        assert [s["raw_answer"] for s in alone["steps"]] == [s["raw_answer"] for s in together["steps"]]
+        assert alone["actions"] == together["actions"] and alone["meters"] == together["meters"]
+
+
+@pytest.fixture(scope="module")
+def evaluated(sft_result, tmp_path_factory):
+    root = tmp_path_factory.mktemp("eval")
+    rollouts = eval_rollouts_stage({"student": sft_result[0]["model_dir"]}, SEEDS, root,
+                                   sampling=SamplingConfig(max_new_tokens=96), baselines=["heuristic", "bayes"])
+    return root, rollouts, eval_results_stage(rollouts["dir"], "v3", root)
+
+
+def test_results_have_the_published_shape_and_plots(evaluated):
+    _, rollouts, result = evaluated
+    data = json.loads(Path(result["json"]).read_text())
+    validate_results(data)
+    assert (data["grader"], data["graders"]) == ("v3", ["v3", "v2"])
+    assert list(data["conditions"]) == ["continuous", "ood", "discrete3"]
+    block = data["conditions"]["discrete3"]
+    assert block["n_episodes"] == 3 and list(block["agents"]) == ["student", "heuristic", "bayes"]
+    student = block["agents"]["student"]
+    assert abs(sum(student["action_distribution"].values()) - 1) < 1e-9
+    assert set(student["by_grader"]) == {"v3", "v2"}
+    assert block["agents"]["heuristic"]["wins_vs_heuristic"] is None
+    for png in ("final_scores_png", "belief_accuracy_png"):
+        assert Path(result[png]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    broken = json.loads(json.dumps(data))
+    broken["conditions"]["ood"]["agents"]["student"]["final_score"] = "high"
+    with pytest.raises(jsonschema.ValidationError):
+        validate_results(broken)
+
+
+def test_rollouts_hold_no_grader_output_and_regrade_without_models(evaluated):
+    _, rollouts, _ = evaluated
+    text = "".join(p.read_text() for p in Path(rollouts["dir"]).glob("*.jsonl"))
+    assert "final_score" not in text and "belief_skill" not in text
+    v2 = compute_results(rollouts["dir"], "v2")  # a new grader reads the same files
+    assert v2["grader"] == "v2" and v2["conditions"]["continuous"]["agents"]["student"]["final_score"] >= 0
+
+
+def test_corrupt_checkpoint_fails_clearly_and_publishes_nothing(tmp_path):
+    bad = tmp_path / "ckpt"
+    bad.mkdir()
+    (bad / "config.json").write_text("{ not json")
+    with pytest.raises(CheckpointError, match=str(bad)):
+        eval_rollouts_stage({"student": str(bad)}, SEEDS, tmp_path / "root")
+    assert not list((tmp_path / "root" / "eval_rollouts").iterdir())
+    with pytest.raises(CheckpointError, match="not a model checkpoint"):
+        LLMPolicyAgent.from_checkpoint(tmp_path)
+
+
+def test_training_seeds_are_refused_for_evaluation():
+    with pytest.raises(ValueError, match=r"seed 1000 is not an evaluation seed of continuous \(0-999\)"):
+        eval_seed_list("continuous", "998-1002")
+    assert eval_seed_list("discrete3", "20000-20014") == list(range(20000, 20015))
+
+
+def test_rhythm_eval_cli(sft_result, tmp_path, capsys):
+    code = main(["eval", "--checkpoint", str(Path(sft_result[0]["model_dir"]).parent), "--out", str(tmp_path),
+                 "--continuous-seeds", "0-1", "--ood-seeds", "10000", "--discrete3-seeds", "20000-20002",
+                 "--baselines", "heuristic", "--max-new-tokens", "96"])
+    out = capsys.readouterr().out
+    assert code == 0 and "| continuous | student |" in out and "| ood | heuristic |" in out
+    assert list(tmp_path.glob("eval_results/*/eval_results.json"))
