@@ -126,6 +126,14 @@ def _cmd_eval(args) -> int:
     return 0
 
 
+def _cmd_distill(args) -> int:
+    from .distill import run_distillation
+
+    summary = run_distillation(args.out, args.preset, grader=args.grader)
+    print(f"summary: {args.out}/distill_summary.json; results: {summary['results_json']}")
+    return 0
+
+
 def _model_dir(path: str):
     """A checkpoint directory, or a published stage folder holding model/; a clear error otherwise."""
     from pathlib import Path
@@ -194,10 +202,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ood-seeds", default=DEFAULT_EVAL_SEEDS["ood"])
     p.add_argument("--discrete3-seeds", default=DEFAULT_EVAL_SEEDS["discrete3"])
     p.add_argument("--baselines", default=",".join(EVAL_BASELINES), help="comma-separated, empty for none")
-    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--max-new-tokens", type=int, default=None,
+                   help="default: 1.5x the longest teacher answer the checkpoint was trained on")
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_cmd_eval)
+
+    from .distill import PRESETS
+
+    p = sub.add_parser("distill", help="run the whole recipe (teacher to evaluation) with a named preset")
+    p.add_argument("--preset", choices=list(PRESETS), default="long")
+    p.add_argument("--out", required=True)
+    p.add_argument("--grader", choices=list(GRADERS), default="v3")
+    p.set_defaults(func=_cmd_distill)
     return parser
 
 

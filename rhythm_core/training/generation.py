@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+DEFAULT_MAX_NEW_TOKENS = 160
+
 
 @dataclass
 class SamplingConfig:
-    max_new_tokens: int = 160
+    max_new_tokens: int | None = None  # None: the checkpoint's recommendation, else DEFAULT_MAX_NEW_TOKENS
     temperature: float = 0.0  # 0 = greedy
     top_p: float = 1.0
     seed: int = 0
@@ -24,7 +26,8 @@ def generate_answers(model, tokenizer, conversations: list[list[dict]], sampling
         chunk = conversations[start : start + batch_size]
         texts = [tokenizer.apply_chat_template(c, tokenize=False, add_generation_prompt=True) for c in chunk]
         enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
-        kwargs = {"max_new_tokens": sampling.max_new_tokens, "pad_token_id": tokenizer.pad_token_id,
+        kwargs = {"max_new_tokens": sampling.max_new_tokens or DEFAULT_MAX_NEW_TOKENS,
+                  "pad_token_id": tokenizer.pad_token_id,
                   "eos_token_id": tokenizer.eos_token_id}
         if sampling.temperature > 0:
             torch.manual_seed(sampling.seed + start)

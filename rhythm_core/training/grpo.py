@@ -238,6 +238,7 @@ def run_grpo(config: GRPORunConfig, dataset_dir, init_dir, out_dir, *, on_log: C
         "init_is_adapter": is_adapter, "prompt_variant": variant, "wall_s": round(time.perf_counter() - start, 2),
     }
     record = {"stage": "grpo", "config": asdict(config), "prompt_variant": variant, "metrics": metrics,
+              "max_answer_tokens": info.get("max_answer_tokens"),
               "provenance": provenance or {}, "init": str(init_dir), "model_dir": str(model_dir)}
     (model_dir / "rhythm_checkpoint.json").write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
     (out / "metrics.json").write_text(json.dumps({**metrics, "log_history": trainer.state.log_history}, indent=2,

@@ -26,9 +26,15 @@ class LLMPolicyAgent(Agent):
 
     @classmethod
     def from_checkpoint(cls, path, **kwargs) -> LLMPolicyAgent:
+        """Load a checkpoint with its prompt variant and, unless the sampling sets one, its
+        recommended answer length (1.5x the longest teacher answer it was trained on)."""
         model, tokenizer = load_model_and_tokenizer(str(path))
-        variant = checkpoint_info(path).get("prompt_variant", "full")
-        return cls(model, tokenizer, variant=kwargs.pop("variant", variant), **kwargs)
+        info = checkpoint_info(path)
+        sampling = kwargs.pop("sampling", None) or SamplingConfig()
+        if sampling.max_new_tokens is None and info.get("max_answer_tokens"):
+            sampling = SamplingConfig(**{**sampling.__dict__, "max_new_tokens": int(1.5 * info["max_answer_tokens"])})
+        variant = kwargs.pop("variant", info.get("prompt_variant", "full"))
+        return cls(model, tokenizer, sampling=sampling, variant=variant, **kwargs)
 
     def reset(self, env: VectorRhythmEnv) -> None:
         super().reset(env)

@@ -161,6 +161,8 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
 
     trained, trained_tok = load_model_and_tokenizer(str(model_dir))
     valid_after = valid_answer_rate(trained, trained_tok, conversations, sampling) if conversations else None
+    answer_tokens = [len(tokenizer(row["messages"][-1]["content"], add_special_tokens=False)["input_ids"]) + 1
+                     for row in data["train"].select(range(min(2000, len(data["train"]))))]
     history = [e for e in trainer.state.log_history if "loss" in e]
     losses = [e["loss"] for e in history]
     metrics = {
@@ -174,7 +176,8 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
     }
     plot_curves({"train loss": [(e["step"], e["loss"]) for e in history]}, out / "training_loss.png",
                 title=f"SFT of {config.base_model}", ylabel="loss")
-    record = {"stage": "sft", "config": asdict(config), "prompt_variant": config.variant, "metrics": metrics, "provenance": provenance or {},
+    record = {"stage": "sft", "config": asdict(config), "prompt_variant": config.variant,
+              "max_answer_tokens": max(answer_tokens), "metrics": metrics, "provenance": provenance or {},
               "model_dir": str(model_dir), "merged_dir": str(merged_dir) if merged_dir else None}
     (model_dir / "rhythm_checkpoint.json").write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
     (out / "metrics.json").write_text(json.dumps({**metrics, "log_history": trainer.state.log_history}, indent=2,

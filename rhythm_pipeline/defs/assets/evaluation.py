@@ -16,7 +16,7 @@ class EvalRolloutsConfig(dg.Config):
     continuous_seeds: str = DEFAULT_EVAL_SEEDS["continuous"]
     ood_seeds: str = DEFAULT_EVAL_SEEDS["ood"]
     discrete3_seeds: str = DEFAULT_EVAL_SEEDS["discrete3"]  # 5 episodes per legacy profile
-    max_new_tokens: int = 128
+    max_new_tokens: int | None = None  # None: 1.5x the longest teacher answer the checkpoint was trained on
     temperature: float = 0.0  # greedy
     top_p: float = 1.0
     sampling_seed: int = 0

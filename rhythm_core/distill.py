@@ -1,0 +1,68 @@
+"""The whole recipe outside Dagster, with named presets: teacher -> re-grade -> dataset -> SFT ->
+GRPO -> evaluation, each stage publishing into <out>/<stage>/<version>/ like the assets do.
+
+    rhythm distill --preset long --out runs/long     # >= 2,000 Bayesian-teacher episodes
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from .artifacts import staging
+from .eval_results import eval_results_stage
+from .eval_rollouts import DEFAULT_EVAL_SEEDS, eval_rollouts_stage
+from .stages import dataset_stage, publish_checkpoint, reeval_stage, teacher_stage
+from .teacher import TeacherSettings
+from .training.entry import run_stage
+
+PRESETS: dict[str, dict] = {
+    # What `make demo` runs (the asset defaults).
+    "demo": {"teacher_seeds": "1000-1063", "sft": {}, "grpo": {}, "eval_seeds": DEFAULT_EVAL_SEEDS},
+    # Distillation at scale on a CPU: 2,000 teacher episodes (56,000 steps), a longer SFT and GRPO.
+    "long": {"teacher_seeds": "1000-2999", "sft": {"max_steps": 3000, "learning_rate": 3e-3},
+             "grpo": {"max_steps": 100, "teacher_prompts": 2048, "student_episodes": 16},
+             "eval_seeds": DEFAULT_EVAL_SEEDS},
+}
+
+
+def run_distillation(out, preset: str = "long", *, grader: str = "v3", log: Callable[[str], None] = print) -> dict:
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; allowed: {', '.join(PRESETS)}")
+    spec = PRESETS[preset]
+    root = Path(out)
+    timings = {}
+
+    def timed(name, fn):
+        start = time.perf_counter()
+        result = fn()
+        timings[name] = round(time.perf_counter() - start, 1)
+        log(f"{name}: done in {timings[name]} s")
+        return result
+
+    traj = timed("teacher_trajectories", lambda: teacher_stage(TeacherSettings(), "continuous", spec["teacher_seeds"],
+                                                               root, grader=grader, log=log))
+    reeval = timed("reeval_report", lambda: reeval_stage(traj["path"], grader, root))
+    data = timed("sft_dataset", lambda: dataset_stage(traj, reeval, root, grader=grader))
+
+    def train(stage, config, init=None):
+        with staging(root / f"{stage}_checkpoint") as staged:
+            result = run_stage(stage, config, data["path"], str(staged), init,
+                               on_log=lambda e: log(json.dumps({k: v for k, v in e.items() if not isinstance(v, dict)})))
+            (staged / "result.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
+            return publish_checkpoint(staged, root, f"{stage}_checkpoint")
+
+    sft = timed("sft_checkpoint", lambda: train("sft", spec["sft"]))
+    grpo = timed("grpo_checkpoint", lambda: train("grpo", {**spec["grpo"], "grader": grader}, sft["model_dir"]))
+    rollouts = timed("eval_rollouts", lambda: eval_rollouts_stage(
+        {"student_grpo": grpo["model_dir"], "student_sft": sft["model_dir"]}, spec["eval_seeds"], root, log=log,
+        provenance={"preset": preset, "teacher_seeds": spec["teacher_seeds"], "sft": spec["sft"], "grpo": spec["grpo"]}))
+    results = timed("eval_results", lambda: eval_results_stage(rollouts["dir"], grader, root))
+    summary = {"preset": preset, "timings_s": timings, "results_json": results["json"],
+               "sft": {k: sft.get(k) for k in ("final_train_loss", "eval_loss", "valid_answer_rate_after", "steps")},
+               "grpo": {k: grpo.get(k) for k in ("final_reward", "final_answer_validity", "steps")}}
+    (root / "distill_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    log(results["markdown"])
+    return {**summary, "markdown": results["markdown"]}
