@@ -1,5 +1,5 @@
-"""The training half through Dagster: training runs in a Pipes subprocess (a crash fails the step,
-not the Dagster process), and the lineage materializes through grpo_checkpoint."""
+"""The training and evaluation halves through Dagster: training runs in a Pipes subprocess (a crash
+fails the step, not the Dagster process), and all seven assets materialize."""
 
 from pathlib import Path
 
@@ -7,10 +7,17 @@ import dagster as dg
 import pytest
 
 from rhythm_pipeline.defs.assets.data import reeval_report, sft_dataset, teacher_trajectories
+from rhythm_pipeline.defs.assets.evaluation import eval_results, eval_rollouts
 from rhythm_pipeline.defs.assets.training import grpo_checkpoint, sft_checkpoint
+from rhythm_pipeline.defs.checks import (
+    student_belief_close_to_teacher,
+    student_invalid_answers_at_most_5pct,
+    students_beat_heuristic,
+)
 from rhythm_pipeline.defs.resources import ComputeResource, HubResource, TeacherResource
 
-ALL = [teacher_trajectories, reeval_report, sft_dataset, sft_checkpoint, grpo_checkpoint]
+ALL = [teacher_trajectories, reeval_report, sft_dataset, sft_checkpoint, grpo_checkpoint, eval_rollouts, eval_results]
+EVAL_CHECKS = [students_beat_heuristic, student_belief_close_to_teacher, student_invalid_answers_at_most_5pct]
 RESOURCES = {"teacher": TeacherResource(), "hub": HubResource(), "compute": ComputeResource()}
 
 
@@ -38,11 +45,13 @@ def test_a_crash_in_the_training_subprocess_fails_the_step_only(instance):
 
 
 @pytest.mark.slow
-def test_lineage_through_grpo_checkpoint(instance):
+def test_all_seven_assets_materialize(instance):
     config = {"ops": {"teacher_trajectories": {"config": {"seeds": "1000-1015"}},
                       "sft_checkpoint": {"config": {"max_steps": 20}},
-                      "grpo_checkpoint": {"config": {"max_steps": 2, "teacher_prompts": 16, "student_episodes": 1}}}}
-    result = dg.materialize(ALL, instance=instance, resources=RESOURCES, run_config=config)
+                      "grpo_checkpoint": {"config": {"max_steps": 2, "teacher_prompts": 16, "student_episodes": 1}},
+                      "eval_rollouts": {"config": {"continuous_seeds": "0-3", "ood_seeds": "10000-10001",
+                                                   "discrete3_seeds": "20000-20002", "max_new_tokens": 64}}}}
+    result = dg.materialize([*ALL, *EVAL_CHECKS], instance=instance, resources=RESOURCES, run_config=config)
     assert result.success
     events = {e.asset_key.to_user_string(): e.event_specific_data.materialization
               for e in result.get_asset_materialization_events()}
@@ -54,3 +63,9 @@ def test_lineage_through_grpo_checkpoint(instance):
     assert Path(grpo_meta["artifact_path"].value, "model.safetensors").exists()
     logs = " ".join(str(e.user_message) for e in instance.all_logs(result.run_id))
     assert '"loss"' in logs  # training metrics streamed back from the subprocess
+    results_meta = events["eval_results"].metadata
+    assert "| continuous | student_grpo |" in results_meta["results"].value
+    assert results_meta["final_scores"].value.startswith("![final scores](data:image/png;base64,")
+    assert Path(results_meta["artifact_path"].value).name == "eval_results.json"
+    checks = {e.check_name: e for e in result.get_asset_check_evaluations()}
+    assert {c.check_key.name for c in EVAL_CHECKS} <= set(checks)  # warnings: evaluated, may fail
