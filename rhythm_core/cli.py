@@ -134,6 +134,14 @@ def _cmd_distill(args) -> int:
     return 0
 
 
+def _cmd_lineage(args) -> int:
+    # Reading the Dagster instance is orchestration, so the implementation lives in rhythm_pipeline;
+    # rhythm_core itself stays free of Dagster (this import only happens for this command).
+    from rhythm_pipeline.lineage import main as lineage_main
+
+    return lineage_main(args.asset)
+
+
 def _model_dir(path: str):
     """A checkpoint directory, or a published stage folder holding model/; a clear error otherwise."""
     from pathlib import Path
@@ -215,6 +223,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True)
     p.add_argument("--grader", choices=list(GRADERS), default="v3")
     p.set_defaults(func=_cmd_distill)
+
+    p = sub.add_parser("lineage", help="print the chain from teacher data to an asset (reads $DAGSTER_HOME)")
+    p.add_argument("asset", help="asset key, e.g. eval_results")
+    p.set_defaults(func=_cmd_lineage)
     return parser
 
 

@@ -182,3 +182,43 @@ def eval_results_stage(rollouts_dir, grader: str, root, *, provenance: dict | No
 
 def load_results(path) -> dict:
     return json.loads(Path(path).read_text())
+
+
+def append_history(history_path, results: dict, *, run_id: str, timestamp: float, rollouts_version: str):
+    """Add this evaluation's rows (one per condition and agent) to the history table, atomically;
+    re-running the same run id replaces its rows. Returns the whole table (polars)."""
+    import os
+
+    import polars as pl
+
+    rows = [{"timestamp": timestamp, "run_id": run_id, "grader": results["grader"], "rollouts": rollouts_version,
+             "condition": condition, "seeds": block["seeds"], "agent": agent, "n": m["n_episodes"],
+             "final_score": m["final_score"], "ci95_lo": m["ci95"][0], "ci95_hi": m["ci95"][1],
+             "belief_mae": m["belief_mae"], "invalid_rate": m["invalid_rate"]}
+            for condition, block in results["conditions"].items() for agent, m in block["agents"].items()]
+    new = pl.from_dicts(rows, infer_schema_length=None)
+    path = Path(history_path)
+    if path.exists():
+        old = pl.read_parquet(path).filter(pl.col("run_id") != run_id)
+        new = pl.concat([old, new], how="diagonal_relaxed")
+    new = new.sort(["timestamp", "condition", "agent"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    new.write_parquet(tmp)
+    os.replace(tmp, path)
+    return new
+
+
+def history_markdown(history, agent_prefix: str = "student", last: int = 10) -> str:
+    import datetime
+
+    import polars as pl
+
+    rows = history.filter(pl.col("agent").str.starts_with(agent_prefix)).tail(last * 6)
+    lines = ["| when (UTC) | grader | condition | seeds | agent | score | belief MAE |", "|---|---|---|---|---|---|---|"]
+    for r in rows.iter_rows(named=True):
+        when = datetime.datetime.fromtimestamp(r["timestamp"], datetime.UTC).strftime("%Y-%m-%d %H:%M")
+        mae = "–" if r["belief_mae"] is None else f"{r['belief_mae']:.3f}"
+        lines.append(f"| {when} | {r['grader']} | {r['condition']} | {r['seeds']} | {r['agent']} | "
+                     f"{r['final_score']:.3f} | {mae} |")
+    return "\n".join(lines) + "\n"

@@ -150,3 +150,21 @@ def load_rollouts(rollouts_dir) -> tuple[dict, dict[tuple[str, str], list[dict]]
     for file, info in manifest["files"].items():
         out[(info["player"], info["condition"])] = read_trajectories(root / file, allow_truncated_tail=False).records
     return manifest, out
+
+
+EVAL_WINDOW_SIZES = {"continuous": 100, "ood": 50, "discrete3": 15}
+
+
+def evaluation_window(index: int) -> dict[str, str]:
+    """The index-th window of evaluation seeds per condition (window 0 is DEFAULT_EVAL_SEEDS).
+
+    Windows tile each condition's evaluation range (continuous 0-999 in 10 windows of 100, ood in
+    200 windows of 50, discrete3 in windows of 15 = 5 per profile) and wrap around, so a scheduled
+    re-evaluation sees fresh seeds every tick and never a training seed.
+    """
+    out = {}
+    for condition, size in EVAL_WINDOW_SIZES.items():
+        seeds = EVAL_SEEDS[condition]
+        start = seeds.start + (index % (len(seeds) // size)) * size
+        out[condition] = f"{start}-{start + size - 1}"
+    return out

@@ -21,3 +21,11 @@ rhythm_lineage_long = dg.define_asset_job(
         "grpo_checkpoint": {"config": _LONG["grpo"]},
     }},
 )
+
+# Re-grade from stored trajectories after a grader change: every asset tagged as grading, and only
+# those. No teacher call, no training, no model run.
+regrade = dg.define_asset_job("regrade", selection=dg.AssetSelection.tag("rhythm/grades", "true"),
+                              description="Re-materialize the grading assets from stored trajectories.")
+# A re-evaluation of the latest checkpoints: new rollouts, then their grades.
+reevaluate = dg.define_asset_job("reevaluate", selection=dg.AssetSelection.assets("eval_rollouts").downstream(),
+                                 description="Play the latest checkpoints on a window of evaluation seeds and grade.")

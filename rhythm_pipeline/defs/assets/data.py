@@ -10,7 +10,8 @@ from rhythm_core.dataset import push_to_hub
 from rhythm_core.spec import ENV_VERSION
 from rhythm_core.stages import StageIncomplete, dataset_stage, reeval_stage, teacher_stage
 from rhythm_pipeline.defs.resources import HubResource, TeacherResource
-from rhythm_pipeline.settings import ACTIVE_GRADER, artifact_root
+from rhythm_pipeline.lineage import lineage_metadata
+from rhythm_pipeline.settings import ACTIVE_GRADER, GRADING_AUTOMATION, GRADING_TAGS, artifact_root
 
 
 class TeacherTrajectoriesConfig(dg.Config):
@@ -58,7 +59,7 @@ def teacher_trajectories(context: dg.AssetExecutionContext, config: TeacherTraje
             "teacher_model": result["teacher"]["model"],
             "condition": result["condition"],
             "seeds": result["seeds"],
-            "env_version": ENV_VERSION,
+            **lineage_metadata(context, config=config),
         },
     )
 
@@ -66,6 +67,8 @@ def teacher_trajectories(context: dg.AssetExecutionContext, config: TeacherTraje
 @dg.asset(
     group_name="data",
     code_version=f"reeval-1|grader={ACTIVE_GRADER}",
+    tags=GRADING_TAGS,
+    automation_condition=GRADING_AUTOMATION,
     kinds={"python", "polars"},
     description=(
         "Every teacher episode graded under the active grader and under v2 (the published one), next to "
@@ -87,7 +90,7 @@ def reeval_report(context: dg.AssetExecutionContext, teacher_trajectories: dict)
             "teacher_mean": teacher_mean,
             "heuristic_mean": heuristic_mean,
             "teacher": result["teacher"],
-            "upstream_trajectories_version": teacher_trajectories["version"],
+            **lineage_metadata(context, {"teacher_trajectories": teacher_trajectories}),
         },
     )
 
@@ -126,7 +129,9 @@ def sft_dataset(context: dg.AssetExecutionContext, config: SftDatasetConfig, tea
         "filter": config.filter,
         "content_hash": result["content_hash"],
         "teacher": result["provenance"]["teacher"]["id"],
-        "upstream_trajectories_version": teacher_trajectories["version"],
+        "seeds": teacher_trajectories["seeds"],
+        **lineage_metadata(context, {"teacher_trajectories": teacher_trajectories, "reeval_report": reeval_report},
+                           config),
     }
     if config.push_to_hub:
         pushed = push_to_hub(result["path"], hub.repo_id(config.hub_repo_name), api=hub.api(), private=hub.private)

@@ -2,14 +2,16 @@
 eval_results (graded under the active grader and v2, with plots)."""
 
 import base64
+import time
 from pathlib import Path
 
 import dagster as dg
 
-from rhythm_core.eval_results import eval_results_stage
+from rhythm_core.eval_results import append_history, eval_results_stage, history_markdown
 from rhythm_core.eval_rollouts import DEFAULT_EVAL_SEEDS, EVAL_BASELINES, eval_rollouts_stage
 from rhythm_core.training.generation import SamplingConfig
-from rhythm_pipeline.settings import ACTIVE_GRADER, artifact_root
+from rhythm_pipeline.lineage import lineage_metadata
+from rhythm_pipeline.settings import ACTIVE_GRADER, GRADING_AUTOMATION, GRADING_TAGS, artifact_root
 
 
 class EvalRolloutsConfig(dg.Config):
@@ -45,7 +47,7 @@ def eval_rollouts(context: dg.AssetExecutionContext, config: EvalRolloutsConfig,
                               top_p=config.top_p, seed=config.sampling_seed)
     provenance = {"grpo_checkpoint_version": grpo_checkpoint["version"], "sft_checkpoint_version": sft_checkpoint["version"],
                   "base_model": sft_checkpoint.get("base_model"), "sft_checkpoint": sft_checkpoint["model_dir"],
-                  "grpo_checkpoint": grpo_checkpoint["model_dir"]}
+                  "grpo_checkpoint": grpo_checkpoint["model_dir"], "seeds": seeds}
     result = eval_rollouts_stage(
         {"student_grpo": grpo_checkpoint["model_dir"], "student_sft": sft_checkpoint["model_dir"]}, seeds,
         artifact_root(context), sampling=sampling, baselines=config.baselines, provenance=provenance,
@@ -58,25 +60,31 @@ def eval_rollouts(context: dg.AssetExecutionContext, config: EvalRolloutsConfig,
         **{f"invalid_rate_{f['player']}_{f['condition']}": f["invalid_rate"] for f in files.values()
            if f["player"].startswith("student")},
         "seeds": dg.MetadataValue.json(seeds), "sampling": dg.MetadataValue.json(sampling.__dict__),
-        "upstream_grpo_checkpoint_version": grpo_checkpoint["version"],
-        "upstream_sft_checkpoint_version": sft_checkpoint["version"],
+        "base_model": sft_checkpoint.get("base_model"),
+        **lineage_metadata(context, {"grpo_checkpoint": grpo_checkpoint, "sft_checkpoint": sft_checkpoint}, config),
     })
 
 
 @dg.asset(
     group_name="evaluation",
     code_version=f"eval-results-1|grader={ACTIVE_GRADER}",
+    tags=GRADING_TAGS,
+    automation_condition=GRADING_AUTOMATION,
     kinds={"python"},
     description=(
         "Every stored evaluation trajectory graded under the active grader and under v2: per condition and "
         "agent the final score with its 95% CI, components, belief MAE, head-to-head wins vs the heuristic, "
         "invalid-answer rate and action distribution. eval_results.json has the published shape; "
-        "final_scores.png and belief_accuracy.png are attached."
+        "final_scores.png and belief_accuracy.png are attached, and a history table accumulates every "
+        "evaluation (scheduled re-evaluations on fresh seed windows show drift and variance over time)."
     ),
 )
 def eval_results(context: dg.AssetExecutionContext, eval_rollouts: dict) -> dg.Output[dict]:
-    result = eval_results_stage(eval_rollouts["dir"], ACTIVE_GRADER, artifact_root(context),
+    root = artifact_root(context)
+    result = eval_results_stage(eval_rollouts["dir"], ACTIVE_GRADER, root,
                                 provenance={"eval_rollouts_version": eval_rollouts["version"]})
+    history = append_history(root / "eval_results" / "history.parquet", result["results"], run_id=context.run_id,
+                             timestamp=time.time(), rollouts_version=eval_rollouts["version"])
     scores = {f"{c}/{a}": m["final_score"] for c, block in result["results"]["conditions"].items()
               for a, m in block["agents"].items()}
     slim = {k: v for k, v in result.items() if k != "results"}
@@ -87,5 +95,10 @@ def eval_results(context: dg.AssetExecutionContext, eval_rollouts: dict) -> dg.O
         "artifact_path": dg.MetadataValue.path(result["json"]),
         "grader": ACTIVE_GRADER,
         "scores": dg.MetadataValue.json(scores),
-        "upstream_eval_rollouts_version": eval_rollouts["version"],
+        "history": dg.MetadataValue.md(history_markdown(history)),
+        "history_path": dg.MetadataValue.path(str(root / "eval_results" / "history.parquet")),
+        "history_rows": history.height,
+        "seeds": dg.MetadataValue.json(result["results"]["provenance"].get("seeds", {})),
+        "base_model": result["results"]["provenance"].get("base_model"),
+        **lineage_metadata(context, {"eval_rollouts": eval_rollouts}),
     })

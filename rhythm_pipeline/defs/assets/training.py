@@ -11,6 +11,7 @@ from rhythm_core.stages import publish_checkpoint, push_checkpoint
 from rhythm_core.training.grpo import GRPORunConfig
 from rhythm_core.training.sft import SFTRunConfig
 from rhythm_pipeline.defs.resources import ComputeResource, HubResource
+from rhythm_pipeline.lineage import lineage_metadata
 from rhythm_pipeline.settings import artifact_root
 
 _SFT = SFTRunConfig()
@@ -102,8 +103,8 @@ def sft_checkpoint(context: dg.AssetExecutionContext, config: SftCheckpointConfi
         "eval_loss": result["eval_loss"], "eval_mean_token_accuracy": result["eval_mean_token_accuracy"],
         "valid_answer_rate_before": result["valid_answer_rate_before"],
         "valid_answer_rate_after": result["valid_answer_rate_after"],
-        "wall_s": result["wall_s"], "upstream_sft_dataset_version": sft_dataset["version"],
-        "compute": compute.backend,
+        "wall_s": result["wall_s"], "compute": compute.backend, "teacher": provenance["teacher"],
+        **lineage_metadata(context, {"sft_dataset": sft_dataset}, config),
     }
     if result.get("hf_job"):
         metadata.update(hf_job_id=result["hf_job"]["job_id"], hub_repo_id=result["hf_job"]["hub_repo_id"],
@@ -142,7 +143,8 @@ def grpo_checkpoint(context: dg.AssetExecutionContext, config: GrpoCheckpointCon
         "final_belief_accuracy": result["final_belief_accuracy"], "final_kl": result["final_kl"],
         "mean_reward_std_within_groups": result["mean_reward_std_within_groups"],
         "device": result["device"], "wall_s": result["wall_s"], "reward_grader": config.reward_grader,
-        "upstream_sft_checkpoint_version": sft_checkpoint["version"], "compute": compute.backend,
+        "base_model": sft_checkpoint.get("base_model"), "compute": compute.backend,
+        **lineage_metadata(context, {"sft_checkpoint": sft_checkpoint, "sft_dataset": sft_dataset}, config),
     }
     if config.push_to_hub:
         _push(result, hub, config.hub_repo_name, metadata)

@@ -1,0 +1,95 @@
+"""Lineage: what every materialization records about what produced it, and `rhythm lineage ASSET`,
+which reads the Dagster instance and prints the chain from teacher data to scores."""
+
+import json
+
+import dagster as dg
+
+from rhythm_core.spec import ENV_VERSION
+
+# Metadata keys worth showing when walking the chain, in this order.
+_SHOWN = ("teacher", "teacher_backend", "teacher_model", "condition", "seeds", "episodes", "grader",
+          "reward_grader", "base_model", "steps", "final_train_loss", "eval_loss", "valid_answer_rate_after",
+          "final_reward", "filter", "examples_train", "hub_repo_id", "hub_revision", "hf_job_id", "artifact_path")
+
+
+def lineage_metadata(context: dg.AssetExecutionContext, upstream: dict[str, dict] | None = None,
+                     config: dg.Config | None = None) -> dict:
+    """Provenance every asset reports: its code version, the env version, the data versions of the
+    upstream artifacts it read, and the config it ran with."""
+    meta = {
+        "code_version": context.assets_def.code_versions_by_key.get(context.asset_key) or "",
+        "env_version": ENV_VERSION,
+        "upstream_data_versions": dg.MetadataValue.json({k: v["version"] for k, v in (upstream or {}).items()}),
+    }
+    if config is not None:
+        meta["config"] = dg.MetadataValue.json(config.model_dump())
+    return meta
+
+
+def _value(entry) -> object:
+    value = getattr(entry, "value", entry)
+    if isinstance(value, dict | list):
+        return json.dumps(value, sort_keys=True)
+    return value
+
+
+def lineage_chain(asset: str, instance: dg.DagsterInstance, defs: dg.Definitions) -> list[dict]:
+    """The latest materialization of `asset` and of everything upstream of it, upstream first."""
+    graph = defs.resolve_asset_graph()
+    key = dg.AssetKey(asset)
+    if key not in graph.get_all_asset_keys():
+        raise ValueError(f"unknown asset {asset!r}; assets: {', '.join(sorted(k.to_user_string() for k in graph.get_all_asset_keys()))}")
+    order, seen = [], set()
+
+    def visit(k):
+        if k in seen:
+            return
+        seen.add(k)
+        for parent in sorted(graph.get(k).parent_keys, key=lambda p: p.to_user_string()):
+            visit(parent)
+        order.append(k)
+
+    visit(key)
+    chain = []
+    for k in order:
+        event = instance.get_latest_materialization_event(k)
+        if event is None:
+            chain.append({"asset": k.to_user_string(), "materialized": False})
+            continue
+        materialization = event.asset_materialization
+        meta = materialization.metadata
+        chain.append({
+            "asset": k.to_user_string(), "materialized": True, "run_id": event.run_id,
+            "timestamp": event.timestamp, "data_version": materialization.tags.get("dagster/data_version"),
+            "code_version": _value(meta["code_version"]) if "code_version" in meta else None,
+            "upstream_data_versions": json.loads(_value(meta["upstream_data_versions"]))
+            if "upstream_data_versions" in meta else {},
+            "details": {name: _value(meta[name]) for name in _SHOWN if name in meta},
+        })
+    return chain
+
+
+def format_chain(chain: list[dict]) -> str:
+    import datetime
+
+    lines = []
+    for link in chain:
+        if not link["materialized"]:
+            lines.append(f"{link['asset']}: never materialized")
+            continue
+        when = datetime.datetime.fromtimestamp(link["timestamp"], datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        lines.append(f"{link['asset']}  data {link['data_version']}  code {link['code_version']}  run "
+                     f"{link['run_id'][:8]}  {when}")
+        for name, version in link["upstream_data_versions"].items():
+            lines.append(f"    <- {name} {version}")
+        for name, value in link["details"].items():
+            lines.append(f"    {name}: {value}")
+    return "\n".join(lines)
+
+
+def main(asset: str) -> int:
+    from rhythm_pipeline.definitions import defs
+
+    print(format_chain(lineage_chain(asset, dg.DagsterInstance.get(), defs)))
+    return 0
