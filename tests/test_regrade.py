@@ -1,0 +1,68 @@
+"""After a grader change exactly the grading assets are unsynced, and `regrade` re-materializes only
+them, from stored trajectories, with the new grader's scores. Each step runs in a fresh process,
+as a user's would: the active grader is fixed when the definitions load."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SMALL = {"ops": {
+    "teacher_trajectories": {"config": {"seeds": "1000-1007"}},
+    "sft_checkpoint": {"config": {"max_steps": 10}},
+    "grpo_checkpoint": {"config": {"max_steps": 1, "teacher_prompts": 8, "student_episodes": 0}},
+    "eval_rollouts": {"config": {"continuous_seeds": "0-3", "ood_seeds": "10000-10001",
+                                 "discrete3_seeds": "20000-20002", "max_new_tokens": 48}},
+}}
+GRADING = {"reeval_report", "eval_results"}
+
+
+def ops(home: Path, artifacts: Path, grader: str, *args: str) -> dict:
+    env = {**os.environ, "DAGSTER_HOME": str(home), "RHYTHM_ARTIFACTS": str(artifacts), "RHYTHM_GRADER": grader}
+    out = subprocess.run([sys.executable, "-m", "rhythm_pipeline.ops", *args], cwd=REPO, env=env,
+                         capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_grader_switch_marks_and_regrades_only_the_grading_assets(tmp_path):
+    home, artifacts = tmp_path / "home", tmp_path / "artifacts"
+    home.mkdir()
+    shutil.copy(REPO / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
+
+    full = ops(home, artifacts, "v3", "run", "rhythm_lineage", "--config", json.dumps(SMALL))
+    assert full["success"]
+    assert set(ops(home, artifacts, "v3", "status").values()) == {"FRESH"}
+
+    status = ops(home, artifacts, "v2", "status")
+    assert {asset for asset, s in status.items() if s != "FRESH"} == GRADING
+
+    regrade = ops(home, artifacts, "v2", "run", "regrade")
+    assert regrade["success"]
+    assert set(ops(home, artifacts, "v2", "status").values()) == {"FRESH"}
+
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        records = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=dg.AssetKey("eval_results")),
+                                                  limit=10).records
+        by_run: dict[str, set] = {}
+        for key in map(dg.AssetKey, ["teacher_trajectories", "reeval_report", "sft_dataset", "sft_checkpoint",
+                                     "grpo_checkpoint", "eval_rollouts", "eval_results"]):
+            for record in instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=key), limit=10).records:
+                by_run.setdefault(record.run_id, set()).add(key.to_user_string())
+        assert by_run[regrade["run_id"]] == GRADING  # nothing upstream re-ran
+        steps = {e.step_key for e in instance.all_logs(regrade["run_id"]) if e.step_key}
+        assert not any(s.startswith(("teacher", "sft_", "grpo", "eval_rollouts")) for s in steps)
+
+        latest, first = records[0].asset_materialization, records[-1].asset_materialization
+        assert latest.metadata["grader"].value == "v2" and first.metadata["grader"].value == "v3"
+        before, after = first.metadata["scores"].value, latest.metadata["scores"].value
+        assert before.keys() == after.keys() and before != after  # the scores are the new grader's
+        report = instance.get_latest_materialization_event(dg.AssetKey("reeval_report")).asset_materialization
+        assert report.metadata["grader"].value == "v2" and "**grader v2**" in report.metadata["report"].value
