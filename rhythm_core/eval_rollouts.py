@@ -90,6 +90,53 @@ def _write_jsonl(path: Path, records: list[dict]) -> None:
             fh.write(json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n")
 
 
+def _players(checkpoints: dict[str, str], baselines, sampling) -> list[tuple[str, Callable[[], object], dict]]:
+    from .training.policy import LLMPolicyAgent
+
+    players = []
+    for name, model_dir in checkpoints.items():
+        identity = {"backend": "checkpoint", "model": str(model_dir), "id": name}
+        players.append((name, lambda d=model_dir, n=name: LLMPolicyAgent.from_checkpoint(d, sampling=sampling, name=n),
+                        identity))
+    for name in baselines:
+        players.append((name, lambda n=name: get_agent(n), {"backend": "baseline", "model": name, "id": name}))
+    return players
+
+
+def play_condition(checkpoints: dict[str, str], condition: str, seeds_spec: str, staged, *, sampling=None,
+                   baselines=EVAL_BASELINES, log: Callable[[str], None] | None = None) -> dict:
+    """Play every player on one condition into `staged`/<player>__<condition>.jsonl; returns the
+    files' manifest entries. Conditions are independent, so they can run in parallel processes."""
+    from .training.generation import SamplingConfig
+
+    log = log or (lambda message: None)
+    sampling = sampling or SamplingConfig()
+    seeds = eval_seed_list(condition, seeds_spec)
+    files = {}
+    for name, make, identity in _players(checkpoints, baselines, sampling):
+        records = play_records(make(), condition, seeds, identity)
+        file = f"{name}__{condition}.jsonl"
+        _write_jsonl(Path(staged) / file, records)
+        invalid = float(np.mean([r["invalid"] for r in records]))
+        files[file] = {"player": name, "condition": condition, "episodes": len(records), "invalid_rate": invalid,
+                       "sha256": sha256_file(Path(staged) / file)}
+        log(f"{name} on {condition}: {len(records)} episodes, invalid answers {invalid:.1%}")
+    return files
+
+
+def publish_rollouts(staged, root, *, checkpoints: dict[str, str], seeds: dict[str, str], sampling, baselines,
+                     files: dict, provenance: dict | None = None) -> dict:
+    """Write the manifest of played files and publish `staged` under <root>/eval_rollouts/<hash>."""
+    players = _players(checkpoints, baselines, sampling)
+    manifest = {"env_version": ENV_VERSION, "seeds": seeds, "sampling": sampling.__dict__,
+                "players": {name: identity for name, _, identity in players},
+                "player_order": [name for name, _, _ in players], "files": files, "provenance": provenance or {}}
+    digest = hashlib.sha256(json.dumps(manifest, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    atomic_write_json(Path(staged) / "manifest.json", manifest)
+    final = publish_dir(staged, Path(root) / "eval_rollouts" / digest)
+    return {"dir": str(final), "version": digest, "manifest": manifest}
+
+
 def eval_rollouts_stage(
     checkpoints: dict[str, str],
     seeds: dict[str, str],
@@ -100,44 +147,21 @@ def eval_rollouts_stage(
     provenance: dict | None = None,
     log: Callable[[str], None] | None = None,
 ) -> dict:
-    """Play each checkpoint (name -> model dir) and each baseline on every condition's seeds.
-
-    Publishes `<root>/eval_rollouts/<content hash>/` holding one JSONL per (player, condition) and a
-    manifest.json describing players, seeds, sampling and provenance.
-    """
+    """Play each checkpoint (name -> model dir) and each baseline on every condition's seeds, one
+    condition after another, and publish `<root>/eval_rollouts/<content hash>/` (one JSONL per
+    (player, condition) and a manifest.json describing players, seeds, sampling and provenance)."""
     from .training.generation import SamplingConfig
-    from .training.policy import LLMPolicyAgent
 
-    log = log or (lambda message: None)
     sampling = sampling or SamplingConfig()
-    seed_lists = {c: eval_seed_list(c, spec) for c, spec in seeds.items()}
-    stage_root = Path(root) / "eval_rollouts"
-    with staging(stage_root) as staged:
-        manifest = {"env_version": ENV_VERSION, "seeds": seeds, "sampling": sampling.__dict__, "players": {},
-                    "player_order": [], "files": {}, "provenance": provenance or {}}
-        players: list[tuple[str, Callable[[], object], dict]] = []
-        for name, model_dir in checkpoints.items():
-            identity = {"backend": "checkpoint", "model": str(model_dir), "id": name}
-            players.append((name, lambda d=model_dir, n=name: LLMPolicyAgent.from_checkpoint(d, sampling=sampling, name=n),
-                            identity))
-        for name in baselines:
-            players.append((name, lambda n=name: get_agent(n), {"backend": "baseline", "model": name, "id": name}))
-        for name, make, identity in players:
-            agent = make()
-            manifest["players"][name] = identity
-            manifest["player_order"].append(name)
-            for condition, condition_seeds in seed_lists.items():
-                records = play_records(agent, condition, condition_seeds, identity)
-                file = f"{name}__{condition}.jsonl"
-                _write_jsonl(staged / file, records)
-                invalid = float(np.mean([r["invalid"] for r in records]))
-                manifest["files"][file] = {"player": name, "condition": condition, "episodes": len(records),
-                                           "invalid_rate": invalid, "sha256": sha256_file(staged / file)}
-                log(f"{name} on {condition}: {len(records)} episodes, invalid answers {invalid:.1%}")
-        digest = hashlib.sha256(json.dumps(manifest, sort_keys=True, default=str).encode()).hexdigest()[:16]
-        atomic_write_json(staged / "manifest.json", manifest)
-        final = publish_dir(staged, stage_root / digest)
-    return {"dir": str(final), "version": digest, "manifest": manifest}
+    for condition, spec in seeds.items():
+        eval_seed_list(condition, spec)  # refuse bad seeds before playing anything
+    with staging(Path(root) / "eval_rollouts") as staged:
+        files = {}
+        for condition, spec in seeds.items():
+            files.update(play_condition(checkpoints, condition, spec, staged, sampling=sampling,
+                                        baselines=baselines, log=log))
+        return publish_rollouts(staged, root, checkpoints=checkpoints, seeds=seeds, sampling=sampling,
+                                baselines=baselines, files=files, provenance=provenance)
 
 
 def load_rollouts(rollouts_dir) -> tuple[dict, dict[tuple[str, str], list[dict]]]:

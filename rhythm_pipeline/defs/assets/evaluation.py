@@ -7,8 +7,17 @@ from pathlib import Path
 
 import dagster as dg
 
+from rhythm_core.artifacts import staging_dir
+from rhythm_core.conditions import CONDITIONS
 from rhythm_core.eval_results import append_history, eval_results_stage, history_markdown
-from rhythm_core.eval_rollouts import DEFAULT_EVAL_SEEDS, EVAL_BASELINES, eval_rollouts_stage
+from rhythm_core.eval_rollouts import (
+    DEFAULT_EVAL_SEEDS,
+    EVAL_BASELINES,
+    eval_seed_list,
+    play_condition,
+    publish_rollouts,
+)
+from rhythm_core.spec import ENV_VERSION
 from rhythm_core.training.generation import SamplingConfig
 from rhythm_pipeline.lineage import lineage_metadata
 from rhythm_pipeline.settings import ACTIVE_GRADER, GRADING_AUTOMATION, GRADING_TAGS, artifact_root
@@ -29,40 +38,85 @@ def _image(path: str, alt: str) -> dg.MetadataValue:
     return dg.MetadataValue.md(f"![{alt}](data:image/png;base64,{base64.b64encode(Path(path).read_bytes()).decode()})")
 
 
-@dg.asset(
-    group_name="evaluation",
-    code_version="eval-rollouts-1",
-    kinds={"python", "jsonl"},
-    description=(
-        "The GRPO and SFT students and the baselines (random, heuristic, constant belief, Bayesian teacher, "
-        "oracle) play the evaluation seeds of the three conditions. Students generate in lockstep: one batched "
-        "generate per step for all episodes. Stores full trajectories and nothing grader-dependent, so a "
-        "grader change re-grades without running any model."
-    ),
-)
-def eval_rollouts(context: dg.AssetExecutionContext, config: EvalRolloutsConfig, grpo_checkpoint: dict,
-                  sft_checkpoint: dict) -> dg.Output[dict]:
+@dg.op(out=dg.Out(dict), description="Check the seeds and prepare a staging folder for the rollouts.")
+def plan_eval_rollouts(context: dg.OpExecutionContext, config: EvalRolloutsConfig, grpo_checkpoint: dict,
+                       sft_checkpoint: dict) -> dict:
     seeds = {"continuous": config.continuous_seeds, "ood": config.ood_seeds, "discrete3": config.discrete3_seeds}
+    for condition, spec in seeds.items():
+        eval_seed_list(condition, spec)
     sampling = SamplingConfig(max_new_tokens=config.max_new_tokens, temperature=config.temperature,
                               top_p=config.top_p, seed=config.sampling_seed)
-    provenance = {"grpo_checkpoint_version": grpo_checkpoint["version"], "sft_checkpoint_version": sft_checkpoint["version"],
-                  "base_model": sft_checkpoint.get("base_model"), "sft_checkpoint": sft_checkpoint["model_dir"],
-                  "grpo_checkpoint": grpo_checkpoint["model_dir"], "seeds": seeds}
-    result = eval_rollouts_stage(
-        {"student_grpo": grpo_checkpoint["model_dir"], "student_sft": sft_checkpoint["model_dir"]}, seeds,
-        artifact_root(context), sampling=sampling, baselines=config.baselines, provenance=provenance,
-        log=context.log.info,
-    )
+    root = artifact_root(context)
+    return {
+        "root": str(root), "staged": str(staging_dir(root / "eval_rollouts")), "seeds": seeds,
+        "sampling": sampling.__dict__, "baselines": list(config.baselines), "config": config.model_dump(),
+        "checkpoints": {"student_grpo": grpo_checkpoint["model_dir"], "student_sft": sft_checkpoint["model_dir"]},
+        "upstream": {"grpo_checkpoint": grpo_checkpoint, "sft_checkpoint": sft_checkpoint},
+    }
+
+
+def _play_op(condition: str):
+    @dg.op(name=f"play_{condition}", out=dg.Out(dict),
+           description=f"Every player on the {condition} evaluation seeds (its own process under the multiprocess executor).")
+    def play(context: dg.OpExecutionContext, plan: dict) -> dict:
+        return play_condition(plan["checkpoints"], condition, plan["seeds"][condition], plan["staged"],
+                              sampling=SamplingConfig(**plan["sampling"]), baselines=plan["baselines"],
+                              log=context.log.info)
+
+    return play
+
+
+PLAY_OPS = {condition: _play_op(condition) for condition in CONDITIONS}
+
+
+@dg.op(out=dg.Out(dict), description="Write the manifest and publish the rollouts under their content hash.")
+def publish_eval_rollouts(context: dg.OpExecutionContext, plan: dict, continuous: dict, ood: dict,
+                          discrete3: dict) -> dg.Output[dict]:
+    upstream = plan["upstream"]
+    sft, grpo = upstream["sft_checkpoint"], upstream["grpo_checkpoint"]
+    provenance = {"grpo_checkpoint_version": grpo["version"], "sft_checkpoint_version": sft["version"],
+                  "base_model": sft.get("base_model"), "sft_checkpoint": sft["model_dir"],
+                  "grpo_checkpoint": grpo["model_dir"], "seeds": plan["seeds"]}
+    result = publish_rollouts(plan["staged"], plan["root"], checkpoints=plan["checkpoints"], seeds=plan["seeds"],
+                              sampling=SamplingConfig(**plan["sampling"]), baselines=plan["baselines"],
+                              files={**continuous, **ood, **discrete3}, provenance=provenance)
     files = result["manifest"]["files"]
     return dg.Output(result, data_version=dg.DataVersion(result["version"]), metadata={
         "artifact_path": dg.MetadataValue.path(result["dir"]),
         "episodes": sum(f["episodes"] for f in files.values()),
         **{f"invalid_rate_{f['player']}_{f['condition']}": f["invalid_rate"] for f in files.values()
            if f["player"].startswith("student")},
-        "seeds": dg.MetadataValue.json(seeds), "sampling": dg.MetadataValue.json(sampling.__dict__),
-        "base_model": sft_checkpoint.get("base_model"),
-        **lineage_metadata(context, {"grpo_checkpoint": grpo_checkpoint, "sft_checkpoint": sft_checkpoint}, config),
+        "seeds": dg.MetadataValue.json(plan["seeds"]), "sampling": dg.MetadataValue.json(plan["sampling"]),
+        "base_model": sft.get("base_model"), "code_version": EVAL_ROLLOUTS_CODE_VERSION, "env_version": ENV_VERSION,
+        "upstream_data_versions": dg.MetadataValue.json({k: v["version"] for k, v in upstream.items()}),
+        "config": dg.MetadataValue.json(plan["config"]),
     })
+
+
+EVAL_ROLLOUTS_CODE_VERSION = "eval-rollouts-1"
+
+
+def _eval_config(config: EvalRolloutsConfig) -> dict:
+    return {"plan_eval_rollouts": {"config": config.model_dump()}}
+
+
+@dg.graph_asset(
+    group_name="evaluation",
+    code_version=EVAL_ROLLOUTS_CODE_VERSION,
+    kinds={"python", "jsonl"},
+    config=dg.ConfigMapping(config_fn=_eval_config),
+    description=(
+        "The GRPO and SFT students and the baselines (random, heuristic, constant belief, Bayesian teacher, "
+        "oracle) play the evaluation seeds of the three conditions, one step per condition so the multiprocess "
+        "executor runs them in parallel. Students generate in lockstep: one batched generate per step for all "
+        "episodes. Stores full trajectories and nothing grader-dependent, so a grader change re-grades "
+        "without running any model."
+    ),
+)
+def eval_rollouts(grpo_checkpoint: dict, sft_checkpoint: dict):
+    plan = plan_eval_rollouts(grpo_checkpoint, sft_checkpoint)
+    played = {condition: op(plan) for condition, op in PLAY_OPS.items()}
+    return publish_eval_rollouts(plan, **played)
 
 
 @dg.asset(

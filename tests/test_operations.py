@@ -1,0 +1,98 @@
+"""Operations users run every week: scheduled re-evaluation on fresh seed windows, the evaluation
+history table, lineage inspection, and the regrade job's selection."""
+
+import datetime
+
+import dagster as dg
+import polars as pl
+import pytest
+
+from rhythm_core.conditions import EVAL_SEEDS, TRAINING_SEEDS, parse_seeds
+from rhythm_core.eval_results import append_history
+from rhythm_core.eval_rollouts import DEFAULT_EVAL_SEEDS, evaluation_window
+from rhythm_pipeline.definitions import defs
+
+
+def test_evaluation_windows_are_fresh_and_never_training_seeds():
+    assert evaluation_window(0) == DEFAULT_EVAL_SEEDS
+    seen = {c: set() for c in EVAL_SEEDS}
+    for index in range(10):
+        for condition, spec in evaluation_window(index).items():
+            seeds = set(parse_seeds(spec))
+            assert seeds <= set(EVAL_SEEDS[condition])
+            assert not seeds & set(TRAINING_SEEDS.get(condition, ()))
+            assert not seeds & seen[condition]  # ten consecutive windows never repeat a seed
+            seen[condition] |= seeds
+    assert len(parse_seeds(evaluation_window(3)["discrete3"])) == 15
+
+
+def test_weekly_schedule_requests_the_next_window_and_is_off_by_default():
+    schedule = defs.resolve_schedule_def("weekly_reevaluation")
+    assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED
+    assert schedule.job_name == "reevaluate"
+    requests = []
+    for day in (datetime.datetime(2026, 11, 23, 6, tzinfo=datetime.UTC), datetime.datetime(2026, 11, 30, 6, tzinfo=datetime.UTC)):
+        with dg.build_schedule_context(scheduled_execution_time=day) as context:
+            requests.append(schedule.evaluate_tick(context).run_requests[0])
+    configs = [r.run_config["ops"]["eval_rollouts"]["config"] for r in requests]
+    assert configs[0] != configs[1] and requests[0].run_key != requests[1].run_key
+    for config in configs:
+        assert not set(parse_seeds(config["continuous_seeds"])) & set(TRAINING_SEEDS["continuous"])
+    job = defs.resolve_job_def("reevaluate")
+    assert {k.to_user_string() for k in job.asset_layer.executable_asset_keys} == {"eval_rollouts", "eval_results"}
+
+
+def test_regrade_selects_exactly_the_grading_assets():
+    job = defs.resolve_job_def("regrade")
+    assert {k.to_user_string() for k in job.asset_layer.executable_asset_keys} == {"reeval_report", "eval_results"}
+    graph = defs.resolve_asset_graph()
+    versions = {k.to_user_string(): graph.get(k).code_version for k in graph.get_all_asset_keys()}
+    assert {k for k, v in versions.items() if "grader=" in (v or "")} == {"reeval_report", "eval_results"}
+
+
+def _results(score: float) -> dict:
+    metrics = {"n_episodes": 4, "final_score": score, "ci95": [score - 0.1, score + 0.1], "belief_mae": 0.2,
+               "invalid_rate": 0.0}
+    return {"grader": "v3", "conditions": {"continuous": {"seeds": "0-3", "agents": {"student_grpo": metrics,
+                                                                                       "heuristic": metrics}}}}
+
+
+def test_history_accumulates_across_materializations(tmp_path):
+    path = tmp_path / "history.parquet"
+    append_history(path, _results(0.4), run_id="a", timestamp=1.0, rollouts_version="r1")
+    append_history(path, _results(0.5), run_id="b", timestamp=2.0, rollouts_version="r2")
+    table = append_history(path, _results(0.6), run_id="b", timestamp=3.0, rollouts_version="r2")  # re-run of b
+    assert table.height == 4 and pl.read_parquet(path).height == 4
+    student = table.filter(pl.col("agent") == "student_grpo")
+    assert student["final_score"].to_list() == [0.4, 0.6] and student["run_id"].to_list() == ["a", "b"]
+
+
+@pytest.fixture
+def instance(tmp_path, monkeypatch):
+    monkeypatch.setenv("RHYTHM_ARTIFACTS", str(tmp_path / "artifacts"))
+    (tmp_path / "home").mkdir()
+    with dg.instance_for_test(temp_dir=str(tmp_path / "home")) as inst:
+        yield inst
+
+
+def test_lineage_names_what_produced_an_asset(instance, capsys, monkeypatch):
+    from rhythm_pipeline.lineage import format_chain, lineage_chain
+
+    result = defs.resolve_job_def("data_half").execute_in_process(
+        instance=instance, run_config={"ops": {"teacher_trajectories": {"config": {"seeds": "1000-1003"}}}})
+    assert result.success
+    chain = lineage_chain("sft_dataset", instance, defs)
+    assert [link["asset"] for link in chain] == ["teacher_trajectories", "reeval_report", "sft_dataset"]
+    teacher, reeval, dataset = chain
+    assert dataset["upstream_data_versions"] == {"teacher_trajectories": teacher["data_version"],
+                                                 "reeval_report": reeval["data_version"]}
+    assert reeval["code_version"] == "reeval-1|grader=v3"
+    assert teacher["details"]["teacher"] == "bayes" and teacher["details"]["seeds"] == "1000-1003"
+    assert dataset["details"]["artifact_path"].endswith(dataset["data_version"])
+    text = format_chain(chain)
+    assert "<- teacher_trajectories " + teacher["data_version"] in text
+    missing = lineage_chain("eval_results", instance, defs)
+    assert {link["asset"] for link in missing if not link["materialized"]} == {
+        "sft_checkpoint", "grpo_checkpoint", "eval_rollouts", "eval_results"}
+    with pytest.raises(ValueError, match="unknown asset 'nope'"):
+        lineage_chain("nope", instance, defs)
