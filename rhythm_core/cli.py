@@ -88,11 +88,9 @@ def _cmd_dataset(args) -> int:
     records = read_trajectories(args.jsonl, allow_truncated_tail=False).records
     keep = None
     if args.filter == "beat_heuristic":
-        from .reeval import reeval_records
+        from .reeval import seeds_where_teacher_beats_heuristic
 
-        per_episode = reeval_records(records, args.grader).per_episode
-        rows = per_episode.filter((per_episode["agent"] == "teacher") & (per_episode["grader"] == args.grader))
-        keep = {int(s) for s, beats in zip(rows["seed"], rows["beats_heuristic"]) if beats}
+        keep = seeds_where_teacher_beats_heuristic(records, args.grader)
     dataset = build_sft_dataset(records, validation_fraction=args.validation_fraction, keep_seeds=keep)
     provenance = {"teacher": records[0]["teacher"], "source_trajectories": str(args.jsonl), "filter": args.filter,
                   "filter_grader": args.grader if args.filter != "none" else None}

@@ -44,8 +44,8 @@ def run_distillation(out, preset: str = "long", *, grader: str = "v3", log: Call
 
     traj = timed("teacher_trajectories", lambda: teacher_stage(TeacherSettings(), "continuous", spec["teacher_seeds"],
                                                                root, grader=grader, log=log))
-    reeval = timed("reeval_report", lambda: reeval_stage(traj["path"], grader, root))
-    data = timed("sft_dataset", lambda: dataset_stage(traj, reeval, root, grader=grader))
+    timed("reeval_report", lambda: reeval_stage(traj["path"], grader, root))
+    data = timed("sft_dataset", lambda: dataset_stage(traj, root))
 
     def train(stage, config, init=None):
         with staging(root / f"{stage}_checkpoint") as staged:

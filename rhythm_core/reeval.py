@@ -135,5 +135,12 @@ def teacher_beats_heuristic(report: ReevalReport, grader: str) -> dict[str, tupl
     return {c: (agents[TEACHER], agents["heuristic"]) for c, agents in summary.items()}
 
 
+def seeds_where_teacher_beats_heuristic(records: list[dict], grader: str) -> set[int]:
+    """Seeds whose teacher episode out-scored the heuristic on the same seed under `grader`."""
+    per_episode = reeval_records(records, grader, compare_grader=grader, baselines=("heuristic",)).per_episode
+    rows = per_episode.filter((pl.col("agent") == TEACHER) & (pl.col("grader") == grader) & pl.col("beats_heuristic"))
+    return set(rows["seed"].to_list())
+
+
 def load_report_json(path) -> dict:
     return json.loads(Path(path).read_text())

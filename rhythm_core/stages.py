@@ -110,34 +110,28 @@ def reeval_stage(trajectories_path, grader: str, root, *, compare_grader: str = 
 DATASET_FILTERS = ("none", "beat_heuristic")
 
 
-def dataset_stage(trajectories: dict, reeval: dict | None, root, *, grader: str, filter: str = "none",
+def dataset_stage(trajectories: dict, root, *, filter: str = "none", filter_grader: str = "v3",
                   validation_fraction: float = 0.1, split_seed: int = 0) -> dict:
     """Turn teacher episodes into an SFT DatasetDict saved under <root>/sft_dataset/<content hash>.
 
     filter "beat_heuristic" keeps the episodes where the teacher out-scored the heuristic on the same
-    seed under `grader` (read from the reeval report's per-episode table).
+    seed under `filter_grader` — a fixed choice of the dataset's config, not the active grader, so a
+    grader switch never changes training data (nor, through it, any checkpoint).
     """
-    import polars as pl
-
     from .dataset import build_sft_dataset, content_hash, save_sft_dataset
+    from .reeval import seeds_where_teacher_beats_heuristic
 
     if filter not in DATASET_FILTERS:
         raise ValueError(f"unknown dataset filter {filter!r}; allowed: {', '.join(DATASET_FILTERS)}")
     records = read_trajectories(trajectories["path"], allow_truncated_tail=False).records
-    keep = None
-    if filter == "beat_heuristic":
-        if reeval is None:
-            raise ValueError("the beat_heuristic filter needs the reeval report")
-        per_episode = pl.read_parquet(reeval["per_episode"])
-        keep = set(per_episode.filter((pl.col("agent") == "teacher") & (pl.col("grader") == grader)
-                                      & pl.col("beats_heuristic"))["seed"].to_list())
+    keep = seeds_where_teacher_beats_heuristic(records, filter_grader) if filter == "beat_heuristic" else None
     dataset = build_sft_dataset(records, validation_fraction=validation_fraction, keep_seeds=keep, seed=split_seed)
     version = content_hash(dataset)[:16]
     provenance = {
         "teacher": records[0]["teacher"], "env_version": ENV_VERSION, "condition": trajectories["condition"],
         "seeds": trajectories["seeds"], "source_trajectories": trajectories["path"],
         "source_trajectories_version": trajectories["version"], "filter": filter,
-        "filter_grader": grader if filter != "none" else None, "validation_fraction": validation_fraction,
+        "filter_grader": filter_grader if filter != "none" else None, "validation_fraction": validation_fraction,
         "split_seed": split_seed, "episodes_in_source": len(records),
     }
     summary = save_sft_dataset(dataset, Path(root) / "sft_dataset" / version, provenance)

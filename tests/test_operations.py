@@ -82,10 +82,10 @@ def test_lineage_names_what_produced_an_asset(instance, capsys, monkeypatch):
         instance=instance, run_config={"ops": {"teacher_trajectories": {"config": {"seeds": "1000-1003"}}}})
     assert result.success
     chain = lineage_chain("sft_dataset", instance, defs)
-    assert [link["asset"] for link in chain] == ["teacher_trajectories", "reeval_report", "sft_dataset"]
-    teacher, reeval, dataset = chain
-    assert dataset["upstream_data_versions"] == {"teacher_trajectories": teacher["data_version"],
-                                                 "reeval_report": reeval["data_version"]}
+    assert [link["asset"] for link in chain] == ["teacher_trajectories", "sft_dataset"]
+    teacher, dataset = chain
+    assert dataset["upstream_data_versions"] == {"teacher_trajectories": teacher["data_version"]}
+    (reeval,) = [link for link in lineage_chain("reeval_report", instance, defs) if link["asset"] == "reeval_report"]
     assert reeval["code_version"] == "reeval-1|grader=v3"
     assert teacher["details"]["teacher"] == "bayes" and teacher["details"]["seeds"] == "1000-1003"
     assert dataset["details"]["artifact_path"].endswith(dataset["data_version"])

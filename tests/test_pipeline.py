@@ -151,3 +151,21 @@ def test_api_key_never_reaches_disk_logs_or_event_log(instance, monkeypatch, tmp
     logs = json.dumps([str(e) for e in instance.all_logs(result.run_id)])
     assert canary not in logs
     assert canary not in json.dumps(instance.get_run_by_id(result.run_id).run_config, default=str)
+
+
+def test_beat_heuristic_filter_keeps_only_winning_episodes(instance):
+    from rhythm_core.reeval import seeds_where_teacher_beats_heuristic
+    from rhythm_core.trajectories import read_trajectories
+
+    result = dg.materialize(
+        [*ASSETS, *CHECKS], instance=instance, resources={"teacher": TeacherResource(), "hub": HubResource()},
+        run_config={"ops": {"teacher_trajectories": {"config": {"seeds": "1000-1011"}},
+                            "sft_dataset": {"config": {"filter": "beat_heuristic", "filter_grader": "v2"}}}},
+    )
+    out = outputs(result)
+    records = read_trajectories(out["teacher_trajectories"]["path"]).records
+    winners = seeds_where_teacher_beats_heuristic(records, "v2")
+    ds = datasets.load_from_disk(out["sft_dataset"]["path"])
+    kept = set(ds["train"]["seed"]) | set(ds["validation"]["seed"])
+    assert kept == winners and 0 < len(winners) <= 12
+    assert out["sft_dataset"]["provenance"]["filter_grader"] == "v2"

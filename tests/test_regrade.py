@@ -39,14 +39,16 @@ def test_grader_switch_marks_and_regrades_only_the_grading_assets(tmp_path):
 
     full = ops(home, artifacts, "v3", "run", "rhythm_lineage", "--config", json.dumps(SMALL))
     assert full["success"]
-    assert set(ops(home, artifacts, "v3", "status").values()) == {"FRESH"}
+    fresh = ops(home, artifacts, "v3", "status")
+    assert set(fresh.values()) == {"FRESH"}, json.dumps(fresh)
 
     status = ops(home, artifacts, "v2", "status")
     assert {asset for asset, s in status.items() if s != "FRESH"} == GRADING
 
     regrade = ops(home, artifacts, "v2", "run", "regrade")
     assert regrade["success"]
-    assert set(ops(home, artifacts, "v2", "status").values()) == {"FRESH"}
+    after = ops(home, artifacts, "v2", "status")
+    assert set(after.values()) == {"FRESH"}, after
 
     with dg.DagsterInstance.from_config(str(home)) as instance:
         records = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=dg.AssetKey("eval_results")),

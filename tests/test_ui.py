@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 ASSETS = ["teacher_trajectories", "reeval_report", "sft_dataset", "sft_checkpoint", "grpo_checkpoint",
           "eval_rollouts", "eval_results"]
 EDGES = {("teacher_trajectories", "reeval_report"), ("teacher_trajectories", "sft_dataset"),
-         ("reeval_report", "sft_dataset"), ("sft_dataset", "sft_checkpoint"), ("sft_checkpoint", "grpo_checkpoint"),
+         ("sft_dataset", "sft_checkpoint"), ("sft_checkpoint", "grpo_checkpoint"),
          ("sft_dataset", "grpo_checkpoint"), ("grpo_checkpoint", "eval_rollouts"), ("sft_checkpoint", "eval_rollouts"),
          ("eval_rollouts", "eval_results")}
 GROUPS = ["data", "training", "evaluation"]

@@ -97,6 +97,9 @@ def reeval_report(context: dg.AssetExecutionContext, teacher_trajectories: dict)
 
 class SftDatasetConfig(dg.Config):
     filter: str = "none"  # none | beat_heuristic (keep episodes where the teacher beat the heuristic)
+    # The filter's grader is fixed here, not the active grader: a grader switch must not change the
+    # training data (that is why sft_dataset does not depend on reeval_report).
+    filter_grader: str = "v3"
     validation_fraction: float = 0.1
     split_seed: int = 0
     push_to_hub: bool = False
@@ -116,9 +119,9 @@ class SftDatasetConfig(dg.Config):
     ),
 )
 def sft_dataset(context: dg.AssetExecutionContext, config: SftDatasetConfig, teacher_trajectories: dict,
-                reeval_report: dict, hub: HubResource) -> dg.Output[dict]:
-    result = dataset_stage(teacher_trajectories, reeval_report, artifact_root(context), grader=ACTIVE_GRADER,
-                           filter=config.filter, validation_fraction=config.validation_fraction,
+                hub: HubResource) -> dg.Output[dict]:
+    result = dataset_stage(teacher_trajectories, artifact_root(context), filter=config.filter,
+                           filter_grader=config.filter_grader, validation_fraction=config.validation_fraction,
                            split_seed=config.split_seed)
     metadata = {
         "artifact_path": dg.MetadataValue.path(result["path"]),
@@ -130,8 +133,7 @@ def sft_dataset(context: dg.AssetExecutionContext, config: SftDatasetConfig, tea
         "content_hash": result["content_hash"],
         "teacher": result["provenance"]["teacher"]["id"],
         "seeds": teacher_trajectories["seeds"],
-        **lineage_metadata(context, {"teacher_trajectories": teacher_trajectories, "reeval_report": reeval_report},
-                           config),
+        **lineage_metadata(context, {"teacher_trajectories": teacher_trajectories}, config),
     }
     if config.push_to_hub:
         pushed = push_to_hub(result["path"], hub.repo_id(config.hub_repo_name), api=hub.api(), private=hub.private)

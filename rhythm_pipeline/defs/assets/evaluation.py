@@ -96,15 +96,16 @@ def publish_eval_rollouts(context: dg.OpExecutionContext, plan: dict, continuous
 EVAL_ROLLOUTS_CODE_VERSION = "eval-rollouts-1"
 
 
-def _eval_config(config: EvalRolloutsConfig) -> dict:
-    return {"plan_eval_rollouts": {"config": config.model_dump()}}
+def _eval_config(config: dict) -> dict:
+    # The asset's config (EvalRolloutsConfig's schema, defaults filled in) goes to the planning step.
+    return {"plan_eval_rollouts": {"config": dict(config)}}
 
 
 @dg.graph_asset(
     group_name="evaluation",
     code_version=EVAL_ROLLOUTS_CODE_VERSION,
     kinds={"python", "jsonl"},
-    config=dg.ConfigMapping(config_fn=_eval_config),
+    config=dg.ConfigMapping(config_fn=_eval_config, config_schema=EvalRolloutsConfig.to_config_schema()),
     description=(
         "The GRPO and SFT students and the baselines (random, heuristic, constant belief, Bayesian teacher, "
         "oracle) play the evaluation seeds of the three conditions, one step per condition so the multiprocess "
