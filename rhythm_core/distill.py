@@ -22,7 +22,7 @@ PRESETS: dict[str, dict] = {
     # What `make demo` runs (the asset defaults).
     "demo": {"teacher_seeds": "1000-1063", "sft": {}, "grpo": {}, "eval_seeds": DEFAULT_EVAL_SEEDS},
     # Distillation at scale on a CPU: 2,000 teacher episodes (56,000 steps), a longer SFT and GRPO.
-    "long": {"teacher_seeds": "1000-2999", "sft": {"max_steps": 3000, "learning_rate": 3e-3},
+    "long": {"teacher_seeds": "1000-2999", "sft": {"max_steps": 2000, "learning_rate": 3e-3},
              "grpo": {"max_steps": 100, "teacher_prompts": 2048, "student_episodes": 16},
              "eval_seeds": DEFAULT_EVAL_SEEDS},
 }

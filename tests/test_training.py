@@ -88,3 +88,20 @@ def test_action_value_reward_is_zero_for_the_heuristic_action_and_comes_from_the
     assert validity(answers + [[{"role": "assistant", "content": "nonsense"}]]) == [1.0] * 10 + [0.0]
     truth = env.true_belief[0].tolist()
     assert belief_accuracy(answers[:1], true_belief=[truth])[0] == pytest.approx(1 - np.abs(np.array(truth) - 0.5).mean())
+
+
+def test_lora_path_trains_an_adapter_and_reloads_merged(short_dataset, tmp_path):
+    """The PEFT LoRA path real models take, exercised on the tiny model (no download here)."""
+    from pathlib import Path
+
+    from rhythm_core.training.models import load_model_and_tokenizer
+    from rhythm_core.training.sft import SFTRunConfig, run_sft
+
+    result = run_sft(SFTRunConfig(max_steps=4, use_lora=True, merge_lora=True, learning_rate=1e-3, eval_examples=8),
+                     short_dataset / "sft", tmp_path / "lora")
+    model_dir = Path(result["model_dir"])
+    assert (model_dir / "adapter_config.json").exists() and not (model_dir / "model.safetensors").exists()
+    assert 0 < result["trainable_parameters"] < result["total_parameters"]
+    assert (Path(result["merged_dir"]) / "config.json").exists()
+    model, tokenizer = load_model_and_tokenizer(str(model_dir))  # adapter merged on load
+    assert not hasattr(model, "peft_config")
