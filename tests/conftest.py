@@ -45,3 +45,14 @@ def sft_result(short_dataset):
     return result, logs
 
 
+
+
+@pytest.fixture
+def instance(tmp_path, monkeypatch):
+    """A temporary Dagster instance; artifacts go under its storage directory."""
+    import dagster as dg
+
+    monkeypatch.delenv("RHYTHM_ARTIFACTS", raising=False)
+    (tmp_path / "dagster").mkdir()
+    with dg.instance_for_test(temp_dir=str(tmp_path / "dagster")) as inst:
+        yield inst

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import dagster as dg
 import datasets
-import pytest
 
 from rhythm_pipeline.defs.assets.data import reeval_report, sft_dataset, teacher_trajectories
 from rhythm_pipeline.defs.checks import (
@@ -36,14 +35,6 @@ def materialize(instance, teacher=None, seeds="1000-1011", **kwargs):
 def outputs(result):
     return {key.to_user_string(): result.output_for_node(key.to_user_string()) for key in
             (a.key for a in ASSETS)}
-
-
-@pytest.fixture
-def instance(tmp_path, monkeypatch):
-    monkeypatch.delenv("RHYTHM_ARTIFACTS", raising=False)
-    (tmp_path / "dagster").mkdir()
-    with dg.instance_for_test(temp_dir=str(tmp_path / "dagster")) as inst:
-        yield inst
 
 
 def test_data_half_materializes_with_checks_and_metadata(instance):

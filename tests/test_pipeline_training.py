@@ -21,14 +21,6 @@ EVAL_CHECKS = [students_beat_heuristic, student_belief_close_to_teacher, student
 RESOURCES = {"teacher": TeacherResource(), "hub": HubResource(), "compute": ComputeResource()}
 
 
-@pytest.fixture
-def instance(tmp_path, monkeypatch):
-    monkeypatch.delenv("RHYTHM_ARTIFACTS", raising=False)
-    (tmp_path / "dagster").mkdir()
-    with dg.instance_for_test(temp_dir=str(tmp_path / "dagster")) as inst:
-        yield inst
-
-
 def test_a_crash_in_the_training_subprocess_fails_the_step_only(instance):
     config = {"ops": {"teacher_trajectories": {"config": {"seeds": "1000-1003"}},
                       "sft_checkpoint": {"config": {"base_model": "/nonexistent/model", "max_steps": 1}}}}

@@ -36,7 +36,7 @@ from .generation import SamplingConfig
 from .models import checkpoint_info, device_name, load_model_and_tokenizer
 from .plots import plot_curves
 from .policy import LLMPolicyAgent
-from .sft import model_card, with_system_prompt
+from .sft import StreamLogs, model_card, with_system_prompt
 
 
 @dataclass
@@ -169,18 +169,6 @@ def build_prompt_dataset(dataset_dir, variant: str, config: GRPORunConfig, agent
 
 
 # ---------------------------------------------------------------------------------------------
-class _StreamLogs:
-    def __init__(self, on_log):
-        from transformers import TrainerCallback
-
-        class Callback(TrainerCallback):
-            def on_log(self, args, state, control, logs=None, **kwargs):
-                if logs:
-                    on_log({"step": state.global_step, **logs})
-
-        self.callback = Callback()
-
-
 def run_grpo(config: GRPORunConfig, dataset_dir, init_dir, out_dir, *, on_log: Callable[[dict], None] | None = None,
              provenance: dict | None = None) -> dict:
     """GRPO from the SFT checkpoint `init_dir` on teacher- and student-visited states."""
@@ -209,7 +197,7 @@ def run_grpo(config: GRPORunConfig, dataset_dir, init_dir, out_dir, *, on_log: C
         use_vllm=False, disable_tqdm=True,
     )
     trainer = GRPOTrainer(model=model, reward_funcs=make_reward_functions(config.grader), args=args,
-                          train_dataset=prompts, processing_class=tokenizer, callbacks=[_StreamLogs(on_log).callback])
+                          train_dataset=prompts, processing_class=tokenizer, callbacks=[StreamLogs(on_log).callback])
     trainer.train()
     model_dir = out / "model"
     trainer.save_model(str(model_dir))

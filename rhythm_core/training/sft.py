@@ -64,7 +64,7 @@ def with_system_prompt(ds, variant: str):
     return ds.map(swap)
 
 
-class _StreamLogs:
+class StreamLogs:
     """A TrainerCallback that forwards every log dict (loss, lr, token accuracy...) to `on_log`."""
 
     def __init__(self, on_log):
@@ -143,7 +143,7 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
     )
     trainer = SFTTrainer(model=model, args=args, train_dataset=train, eval_dataset=validation if len(validation) else None,
                          processing_class=tokenizer, peft_config=peft_config,
-                         callbacks=[_StreamLogs(on_log).callback])
+                         callbacks=[StreamLogs(on_log).callback])
     trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
     total = sum(p.numel() for p in trainer.model.parameters())
     trainer.train()
