@@ -1,7 +1,10 @@
 """Lineage: what every materialization records about what produced it, and `rhythm lineage ASSET`,
 which reads the Dagster instance and prints the chain from teacher data to scores."""
 
+import base64
 import json
+import warnings
+from pathlib import Path
 
 import dagster as dg
 
@@ -25,6 +28,22 @@ def lineage_metadata(context: dg.AssetExecutionContext, upstream: dict[str, dict
     if config is not None:
         meta["config"] = dg.MetadataValue.json(config.model_dump())
     return meta
+
+
+def versioned_output(value: dict, metadata: dict, version: str | None = None) -> dg.Output:
+    """The asset's output with its content-hash DataVersion (`value["version"]` by default).
+
+    Output(data_version=...) is a beta parameter we rely on on purpose; Dagster runs ops inside its
+    own warning filters, so a module-level filter cannot silence the BetaWarning: do it here.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=dg.BetaWarning)
+        return dg.Output(value, data_version=dg.DataVersion(version or value["version"]), metadata=metadata)
+
+
+def png_metadata(path: str, alt: str) -> dg.MetadataValue:
+    """A PNG file inlined as markdown, so the UI shows the plot in the materialization's metadata."""
+    return dg.MetadataValue.md(f"![{alt}](data:image/png;base64,{base64.b64encode(Path(path).read_bytes()).decode()})")
 
 
 def _value(entry) -> object:

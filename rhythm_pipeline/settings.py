@@ -7,7 +7,6 @@ of every asset that grades, so switching graders marks exactly those assets unsy
 from __future__ import annotations
 
 import os
-import warnings
 from pathlib import Path
 
 import dagster as dg
@@ -33,6 +32,3 @@ def artifact_root(context) -> Path:
     root = Path(override) if override else Path(context.instance.storage_directory()) / "rhythm"
     root.mkdir(parents=True, exist_ok=True)
     return root
-
-# Content-hash data versions on Output are a beta parameter; we rely on them deliberately.
-warnings.filterwarnings("ignore", message=".*`data_version`.*", category=dg.BetaWarning)

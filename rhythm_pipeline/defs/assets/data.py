@@ -10,7 +10,7 @@ from rhythm_core.dataset import push_to_hub
 from rhythm_core.spec import ENV_VERSION
 from rhythm_core.stages import StageIncomplete, dataset_stage, reeval_stage, teacher_stage
 from rhythm_pipeline.defs.resources import HubResource, TeacherResource
-from rhythm_pipeline.lineage import lineage_metadata
+from rhythm_pipeline.lineage import lineage_metadata, versioned_output
 from rhythm_pipeline.settings import ACTIVE_GRADER, GRADING_AUTOMATION, GRADING_TAGS, artifact_root
 
 
@@ -38,10 +38,7 @@ def teacher_trajectories(context: dg.AssetExecutionContext, config: TeacherTraje
     except StageIncomplete as exc:
         raise dg.Failure(description=str(exc), metadata=exc.details) from exc
     run = result["run"]
-    return dg.Output(
-        result,
-        data_version=dg.DataVersion(result["version"]),
-        metadata={
+    return versioned_output(result, {
             "artifact_path": dg.MetadataValue.path(result["path"]),
             "episodes": result["n_episodes"],
             "steps": result["n_steps"],
@@ -79,10 +76,7 @@ def teacher_trajectories(context: dg.AssetExecutionContext, config: TeacherTraje
 def reeval_report(context: dg.AssetExecutionContext, teacher_trajectories: dict) -> dg.Output[dict]:
     result = reeval_stage(teacher_trajectories["path"], ACTIVE_GRADER, artifact_root(context))
     teacher_mean, heuristic_mean = next(iter(result["teacher_vs_heuristic"].values()))
-    return dg.Output(
-        result,
-        data_version=dg.DataVersion(result["version"]),
-        metadata={
+    return versioned_output(result, {
             "report": dg.MetadataValue.md(result["markdown"]),
             "artifact_path": dg.MetadataValue.path(result["dir"]),
             "grader": ACTIVE_GRADER,
@@ -140,4 +134,4 @@ def sft_dataset(context: dg.AssetExecutionContext, config: SftDatasetConfig, tea
         result["hub"] = pushed
         metadata.update(hub_repo_id=pushed["repo_id"], hub_revision=pushed["revision"],
                         hub_url=dg.MetadataValue.url(pushed["url"]))
-    return dg.Output(result, data_version=dg.DataVersion(result["version"]), metadata=metadata)
+    return versioned_output(result, metadata)

@@ -1,9 +1,7 @@
 """Evaluation: eval_rollouts (students and baselines play held-out seeds; no grader involved) and
 eval_results (graded under the active grader and v2, with plots)."""
 
-import base64
 import time
-from pathlib import Path
 
 import dagster as dg
 
@@ -19,7 +17,7 @@ from rhythm_core.eval_rollouts import (
 )
 from rhythm_core.spec import ENV_VERSION
 from rhythm_core.training.generation import SamplingConfig
-from rhythm_pipeline.lineage import lineage_metadata
+from rhythm_pipeline.lineage import lineage_metadata, png_metadata, versioned_output
 from rhythm_pipeline.settings import ACTIVE_GRADER, GRADING_AUTOMATION, GRADING_TAGS, artifact_root
 
 
@@ -32,10 +30,6 @@ class EvalRolloutsConfig(dg.Config):
     top_p: float = 1.0
     sampling_seed: int = 0
     baselines: list[str] = list(EVAL_BASELINES)
-
-
-def _image(path: str, alt: str) -> dg.MetadataValue:
-    return dg.MetadataValue.md(f"![{alt}](data:image/png;base64,{base64.b64encode(Path(path).read_bytes()).decode()})")
 
 
 @dg.op(out=dg.Out(dict), description="Check the seeds and prepare a staging folder for the rollouts.")
@@ -81,7 +75,7 @@ def publish_eval_rollouts(context: dg.OpExecutionContext, plan: dict, continuous
                               sampling=SamplingConfig(**plan["sampling"]), baselines=plan["baselines"],
                               files={**continuous, **ood, **discrete3}, provenance=provenance)
     files = result["manifest"]["files"]
-    return dg.Output(result, data_version=dg.DataVersion(result["version"]), metadata={
+    return versioned_output(result, {
         "artifact_path": dg.MetadataValue.path(result["dir"]),
         "episodes": sum(f["episodes"] for f in files.values()),
         **{f"invalid_rate_{f['player']}_{f['condition']}": f["invalid_rate"] for f in files.values()
@@ -143,10 +137,10 @@ def eval_results(context: dg.AssetExecutionContext, eval_rollouts: dict) -> dg.O
     scores = {f"{c}/{a}": m["final_score"] for c, block in result["results"]["conditions"].items()
               for a, m in block["agents"].items()}
     slim = {k: v for k, v in result.items() if k != "results"}
-    return dg.Output(slim, data_version=dg.DataVersion(result["version"]), metadata={
+    return versioned_output(slim, {
         "results": dg.MetadataValue.md(result["markdown"]),
-        "final_scores": _image(result["final_scores_png"], "final scores"),
-        "belief_accuracy": _image(result["belief_accuracy_png"], "belief accuracy"),
+        "final_scores": png_metadata(result["final_scores_png"], "final scores"),
+        "belief_accuracy": png_metadata(result["belief_accuracy_png"], "belief accuracy"),
         "artifact_path": dg.MetadataValue.path(result["json"]),
         "grader": ACTIVE_GRADER,
         "scores": dg.MetadataValue.json(scores),

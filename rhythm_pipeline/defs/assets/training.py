@@ -1,8 +1,6 @@
 """The training half: sft_checkpoint and grpo_checkpoint. The ComputeResource runs the TRL training
 (local subprocess through Pipes, or Hugging Face Jobs); these bodies only pass config and report."""
 
-import base64
-from pathlib import Path
 
 import dagster as dg
 
@@ -11,7 +9,7 @@ from rhythm_core.stages import publish_checkpoint, push_checkpoint
 from rhythm_core.training.grpo import GRPORunConfig
 from rhythm_core.training.sft import SFTRunConfig
 from rhythm_pipeline.defs.resources import ComputeResource, HubResource
-from rhythm_pipeline.lineage import lineage_metadata
+from rhythm_pipeline.lineage import lineage_metadata, png_metadata, versioned_output
 from rhythm_pipeline.settings import artifact_root
 
 _SFT = SFTRunConfig()
@@ -55,11 +53,6 @@ class GrpoCheckpointConfig(dg.Config):
     hub_repo_name: str = "rhythm-grpo-student"
 
 
-def _image(path: str, alt: str) -> dg.MetadataValue:
-    encoded = base64.b64encode(Path(path).read_bytes()).decode()
-    return dg.MetadataValue.md(f"![{alt}](data:image/png;base64,{encoded})")
-
-
 def _train(context, compute: ComputeResource, stage: str, config: dict, dataset_dir: str, provenance: dict,
            init_dir: str | None = None) -> dict:
     root = artifact_root(context)
@@ -95,7 +88,7 @@ def sft_checkpoint(context: dg.AssetExecutionContext, config: SftCheckpointConfi
     result = _train(context, compute, "sft_checkpoint", run_config, sft_dataset["path"], provenance)
     metadata = {
         "artifact_path": dg.MetadataValue.path(result["model_dir"]),
-        "training_loss": _image(result["loss_plot"], "training loss"),
+        "training_loss": png_metadata(result["loss_plot"], "training loss"),
         "training_loss_png": dg.MetadataValue.path(result["loss_plot"]),
         "base_model": result["base_model"], "device": result["device"], "steps": result["steps"],
         "trainable_parameters": result["trainable_parameters"], "total_parameters": result["total_parameters"],
@@ -111,7 +104,7 @@ def sft_checkpoint(context: dg.AssetExecutionContext, config: SftCheckpointConfi
                         hub_revision=result["hf_job"]["hub_revision"])
     if config.push_to_hub:
         _push(result, hub, config.hub_repo_name, metadata)
-    return dg.Output(result, data_version=dg.DataVersion(result["version"]), metadata=metadata)
+    return versioned_output(result, metadata)
 
 
 @dg.asset(
@@ -135,8 +128,8 @@ def grpo_checkpoint(context: dg.AssetExecutionContext, config: GrpoCheckpointCon
                     init_dir=sft_checkpoint["model_dir"])
     metadata = {
         "artifact_path": dg.MetadataValue.path(result["model_dir"]),
-        "reward_curves": _image(result["reward_plot"], "GRPO reward curves"),
-        "kl_curve": _image(result["kl_plot"], "KL"),
+        "reward_curves": png_metadata(result["reward_plot"], "GRPO reward curves"),
+        "kl_curve": png_metadata(result["kl_plot"], "KL"),
         "steps": result["steps"], "prompts": result["prompts"], "student_prompts": result["student_prompts"],
         "first_reward": result["first_reward"], "final_reward": result["final_reward"],
         "final_answer_validity": result["final_answer_validity"], "final_action_value": result["final_action_value"],
@@ -148,7 +141,7 @@ def grpo_checkpoint(context: dg.AssetExecutionContext, config: GrpoCheckpointCon
     }
     if config.push_to_hub:
         _push(result, hub, config.hub_repo_name, metadata)
-    return dg.Output(result, data_version=dg.DataVersion(result["version"]), metadata=metadata)
+    return versioned_output(result, metadata)
 
 
 
