@@ -78,6 +78,3 @@ def parse_seeds(spec: str) -> list[int]:
         raise ValueError(f"seed spec {spec!r} names no seeds")
     return sorted(seeds)
 
-
-def is_evaluation_seed(condition: str, seed: int) -> bool:
-    return seed in EVAL_SEEDS[condition]

@@ -6,7 +6,6 @@ heuristic_const_belief are replayed on the same seeds (deterministic, offline, s
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -141,6 +140,3 @@ def seeds_where_teacher_beats_heuristic(records: list[dict], grader: str) -> set
     rows = per_episode.filter((pl.col("agent") == TEACHER) & (pl.col("grader") == grader) & pl.col("beats_heuristic"))
     return set(rows["seed"].to_list())
 
-
-def load_report_json(path) -> dict:
-    return json.loads(Path(path).read_text())

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -165,10 +164,8 @@ class TrajectoryWriter:
                 with open(self.path, "r+b") as fh:
                     fh.truncate(existing.complete_bytes)
                 self.dropped_tail = True
-            self.records_on_open = len(existing.records)
             self._written = {(r["condition"], r["seed"]) for r in existing.records}
         else:
-            self.records_on_open = 0
             self._written = set()
         self._fh = open(self.path, "ab")
 
@@ -195,8 +192,3 @@ class TrajectoryWriter:
     def __exit__(self, *exc) -> None:
         self.close()
 
-
-def iter_steps(records: list[dict]) -> Iterator[tuple[dict, dict]]:
-    for record in records:
-        for step in record["steps"]:
-            yield record, step

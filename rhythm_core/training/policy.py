@@ -41,7 +41,6 @@ class LLMPolicyAgent(Agent):
         n = env.num_envs
         self.histories = [[] for _ in range(n)]
         self.beliefs = np.full((n, len(BELIEF_DIMS)), np.nan)
-        self.last_answers: list[str] = []
         self.last_messages: list[list[dict]] = []
 
     def act(self, obs: BatchObservation) -> Decision:
@@ -61,5 +60,5 @@ class LLMPolicyAgent(Agent):
             else:
                 actions[n] = ACTION_INDEX[fallback_action(self.histories[n][-1])]
                 invalid[n] = True
-        self.last_answers, self.last_messages = answers, messages
+        self.last_messages = messages  # the prompts of this step (for dataset and eval records)
         return Decision(actions=actions, beliefs=self.beliefs.copy(), reasoning=answers, invalid=invalid)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..spec import ACTIONS
 
-BOS, EOS, PAD, IM_START, IM_END = "<|endoftext|>", "<|im_end|>", "<|pad|>", "<|im_start|>", "<|im_end|>"
+BOS, EOS, PAD, IM_START = "<|endoftext|>", "<|im_end|>", "<|pad|>", "<|im_start|>"
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|pad|>"]
 CHAT_TEMPLATE = (
     "{% for message in messages %}"
