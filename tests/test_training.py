@@ -86,6 +86,12 @@ def test_action_value_reward_is_zero_for_the_heuristic_action_and_comes_from_the
     assert values[ACTIONS.index(heuristic)] == 0.0
     assert len(set(np.round(values, 6))) > 3  # actions really differ in graded value
     assert validity(answers + [[{"role": "assistant", "content": "nonsense"}]]) == [1.0] * 10 + [0.0]
+    # An unusable answer is scored as the safe fallback action it leads to.
+    from rhythm_core.protocol import fallback_action
+
+    fallback = fallback_action(obs.item(0))
+    garbled = action_value([[{"role": "assistant", "content": "nonsense"}]], env_state=[state])
+    assert garbled == [values[ACTIONS.index(fallback)]]
     truth = env.true_belief[0].tolist()
     assert belief_accuracy(answers[:1], true_belief=[truth])[0] == pytest.approx(1 - np.abs(np.array(truth) - 0.5).mean())
 

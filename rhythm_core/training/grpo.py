@@ -27,11 +27,11 @@ from pathlib import Path
 import numpy as np
 
 from ..agents import heuristic_actions
-from ..env import EnvState, VectorRhythmEnv
+from ..env import BatchObservation, EnvState, VectorRhythmEnv
 from ..graders import get_grader
 from ..profiles import sample_factors
 from ..protocol import fallback_action, parse_answer
-from ..spec import ACTION_INDEX, BELIEF_DIMS, STEPS_PER_EPISODE, true_belief
+from ..spec import ACTION_INDEX, BELIEF_DIMS, SLOTS, STEPS_PER_EPISODE, true_belief
 from .generation import SamplingConfig
 from .models import checkpoint_info, device_name, load_model_and_tokenizer
 from .plots import plot_curves
@@ -95,6 +95,11 @@ def _stack(states: list[EnvState]) -> EnvState:
     return EnvState(condition=first.condition, step=first.step, **arrays)
 
 
+def _observation(state: EnvState):
+    """What the agent saw in a one-episode snapshot (no env needs to be rebuilt for that)."""
+    return BatchObservation(state.step, state.meters, state.last_action, state.last_delta, state.anomaly).item(0)
+
+
 def _completion_text(completion) -> str:
     if isinstance(completion, list):  # conversational: [{"role": "assistant", "content": ...}]
         return completion[-1]["content"] if completion else ""
@@ -111,15 +116,10 @@ def make_reward_functions(grader_name: str):
         states = [EnvState.from_json(s) for s in env_state]
         chosen, baseline = [], []
         for text, state in zip(completions, states):
+            obs = _observation(state)
             parsed = parse_answer(_completion_text(text))
-            obs_meters = state.meters
-            slot = state.step % 4
-            if parsed.valid:
-                chosen.append(ACTION_INDEX[parsed.action])
-            else:
-                env = VectorRhythmEnv(state.condition)
-                chosen.append(ACTION_INDEX[fallback_action(env.restore(state).item(0))])
-            baseline.append(int(heuristic_actions(obs_meters, slot)[0]))
+            chosen.append(ACTION_INDEX[parsed.action if parsed.valid else fallback_action(obs)])
+            baseline.append(int(heuristic_actions(state.meters, obs.step % len(SLOTS))[0]))
         diff = continuation_scores(states, np.array(chosen), grader_name) - continuation_scores(
             states, np.array(baseline), grader_name)
         return [float(v) for v in np.clip(10.0 * diff, -1.0, 1.0)]
