@@ -570,3 +570,22 @@ def test_build_wheel_packages_the_working_tree(tmp_path):
     again = build_wheel(root, dest=tmp_path / "b")  # same code, same bytes, same code version
     assert hashlib.sha256(again.read_bytes()).digest() == hashlib.sha256(wheel.read_bytes()).digest()
     assert (root / "build").exists() == had_build_dir  # built from a copy, not in the working tree
+
+
+def test_fetch_training_result_downloads_the_revision_and_localizes_paths(make_hub, inputs, tmp_path):
+    from rhythm_core.compute.hf_jobs import fetch_training_result
+
+    hub = make_hub()
+    job, _ = _run(hub, inputs)
+    out = tmp_path / "local_copy"
+    result = fetch_training_result(job, out, download=hub.snapshot_download)
+    download = hub.called("snapshot_download")[-1]
+    assert (download["repo_id"], download["revision"]) == (job["hub_repo_id"], job["hub_revision"])
+    on_disk = json.loads((out / "result.json").read_text())
+    assert {k: v for k, v in result.items() if k != "hf_job"} == on_disk
+    job_paths = [v for v in on_disk.values() if isinstance(v, str) and v.startswith("/")]
+    assert job_paths and all(v.startswith(str(out)) for v in job_paths)
+    assert result["hf_job"]["job_id"] == job["job_id"] and result["hf_job"]["hub_revision"] == job["hub_revision"]
+    assert CANARY not in json.dumps(result)
+    with pytest.raises(HFJobError, match="holds no result.json"):
+        fetch_training_result(job, tmp_path / "empty", download=lambda *a, **k: None)

@@ -501,3 +501,21 @@ def run_training_job(stage: str, config: dict, *, dataset_dir, init_dir=None, pr
             "input_revision": input_revision, "staging_repo_id": staging_repo_id, "run_key": run_key,
             "hub_repo_id": job_result["repo_id"], "hub_revision": job_result["revision"],
             "remote_out_dir": job_result.get("out_dir"), "result": job_result.get("result"), "flavor": flavor}
+
+
+JOB_SUMMARY_KEYS = ("job_id", "job_url", "status", "code_version", "hub_repo_id", "hub_revision", "flavor")
+
+
+def fetch_training_result(job: dict, out_dir, *, download: Callable[..., str]) -> dict:
+    """Download a finished job's result repo at its revision into `out_dir` and return its
+    result.json with paths moved from the job's filesystem to `out_dir` (rewritten in place), plus
+    an `hf_job` summary. `download` is `huggingface_hub.snapshot_download` (with a token bound)."""
+    download(job["hub_repo_id"], revision=job["hub_revision"], local_dir=str(out_dir))
+    path = Path(out_dir, "result.json")
+    if not path.exists():
+        raise HFJobError(f"job {job['job_id']}: {job['hub_repo_id']}@{job['hub_revision']} holds no result.json",
+                         job_id=job["job_id"], stage=job.get("status"), status_message=None, log_tail=[],
+                         job_url=job.get("job_url"))
+    result = localize_result(json.loads(path.read_text()), job["remote_out_dir"], out_dir)
+    path.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    return {**result, "hf_job": {k: job.get(k) for k in JOB_SUMMARY_KEYS}}

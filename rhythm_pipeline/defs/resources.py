@@ -94,27 +94,22 @@ class ComputeResource(dg.ConfigurableResource):
         return json.loads(Path(out_dir, "result.json").read_text())
 
     def _train_hf_jobs(self, context, stage, config, dataset_dir, out_dir, init_dir, provenance) -> dict:
-        import json
+        from functools import partial
         from pathlib import Path
 
         from huggingface_hub import HfApi, snapshot_download
 
         import rhythm_core
-        from rhythm_core.compute.hf_jobs import HFJobSpec, localize_result, run_training_job
+        from rhythm_core.compute.hf_jobs import HFJobSpec, fetch_training_result, run_training_job
 
-        api = HfApi(token=self.hf_token)
         spec = HFJobSpec(flavor=self.hf_flavor, timeout=self.hf_timeout, namespace=self.hf_namespace,
                          image=self.hf_image)
         job = run_training_job(stage, config, dataset_dir=dataset_dir, init_dir=init_dir, provenance=provenance,
-                               api=api, spec=spec, project_root=Path(rhythm_core.__file__).parents[1],
-                               token=self.hf_token, log=context.log.info)
+                               api=HfApi(token=self.hf_token), spec=spec, token=self.hf_token, log=context.log.info,
+                               project_root=Path(rhythm_core.__file__).parents[1])
         context.log.info(f"HF job {job['job_id']} finished: {job['hub_repo_id']}@{job['hub_revision']}")
         # The lineage keeps a local copy; the Hub repo and revision stay in the metadata.
-        snapshot_download(job["hub_repo_id"], revision=job["hub_revision"], local_dir=out_dir, token=self.hf_token)
-        result = localize_result(json.loads(Path(out_dir, "result.json").read_text()), job["remote_out_dir"], out_dir)
-        Path(out_dir, "result.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
-        return {**result, "hf_job": {k: job.get(k) for k in ("job_id", "job_url", "status", "code_version",
-                                                              "hub_repo_id", "hub_revision", "flavor")}}
+        return fetch_training_result(job, out_dir, download=partial(snapshot_download, token=self.hf_token))
 
 
 def _secret(name: str):
