@@ -7,6 +7,7 @@ Dagster process.
 
 import json
 import sys
+import traceback
 from pathlib import Path
 
 from dagster_pipes import open_dagster_pipes
@@ -22,8 +23,13 @@ def main() -> int:
         def on_log(entry: dict) -> None:
             pipes.log.info(json.dumps({k: (round(v, 5) if isinstance(v, float) else v) for k, v in entry.items()}))
 
-        result = run_stage(extras["stage"], extras["config"], extras["dataset"], extras["out"], extras.get("init"),
-                           on_log=on_log, provenance=extras.get("provenance"))
+        try:
+            result = run_stage(extras["stage"], extras["config"], extras["dataset"], extras["out"], extras.get("init"),
+                               on_log=on_log, provenance=extras.get("provenance"))
+        except Exception as exc:
+            # The subprocess's stderr only reaches the compute logs; say why in the run's event log.
+            pipes.log.error(f"training failed: {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=8)}")
+            raise
         Path(extras["out"], "result.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
         pipes.report_custom_message({"result": str(Path(extras["out"], "result.json"))})
     return 0

@@ -30,6 +30,9 @@ def test_a_crash_in_the_training_subprocess_fails_the_step_only(instance):
     assert failed == ["sft_checkpoint"]
     error = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE").event_specific_data.error
     assert "subprocess" in error.to_string().lower() or "pipes" in error.to_string().lower()
+    # The user sees why in the run's own log, streamed back from the training process.
+    logs = [str(e.user_message) for e in instance.all_logs(result.run_id)]
+    assert any("training failed: CheckpointError: /nonexistent/model" in line for line in logs)
     # What was done before the crash is kept; no half-written checkpoint is published.
     storage = Path(instance.storage_directory()) / "rhythm"
     assert list((storage / "sft_dataset").glob("*/dataset_dict.json"))
