@@ -106,9 +106,9 @@ def _cmd_eval(args) -> int:
     from .eval_results import eval_results_stage
     from .eval_rollouts import eval_rollouts_stage
     from .training.generation import SamplingConfig
-    from .training.models import checkpoint_info
+    from .training.models import checkpoint_info, resolve_model_dir
 
-    model_dir = _model_dir(args.checkpoint)
+    model_dir = resolve_model_dir(args.checkpoint)
     seeds = {"continuous": args.continuous_seeds, "ood": args.ood_seeds, "discrete3": args.discrete3_seeds}
     sampling = SamplingConfig(max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed)
     baselines = [b for b in args.baselines.split(",") if b] if args.baselines else []
@@ -138,17 +138,6 @@ def _cmd_lineage(args) -> int:
     from rhythm_pipeline.lineage import main as lineage_main
 
     return lineage_main(args.asset)
-
-
-def _model_dir(path: str):
-    """A checkpoint directory, or a published stage folder holding model/; a clear error otherwise."""
-    from pathlib import Path
-
-    p = Path(path)
-    for candidate in (p, p / "model"):
-        if (candidate / "config.json").exists() or (candidate / "adapter_config.json").exists():
-            return candidate
-    raise ValueError(f"{p}: not a model checkpoint (no config.json or adapter_config.json here or in {p / 'model'})")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -18,6 +18,19 @@ class CheckpointError(ValueError):
     """A checkpoint path or id that cannot be loaded; the message names it and says why."""
 
 
+def _is_checkpoint(path: Path) -> bool:
+    return (path / "config.json").exists() or (path / "adapter_config.json").exists()
+
+
+def resolve_model_dir(path) -> Path:
+    """A checkpoint directory, or a published stage folder holding model/ (CheckpointError otherwise)."""
+    p = Path(path)
+    for candidate in (p, p / "model"):
+        if _is_checkpoint(candidate):
+            return candidate
+    raise CheckpointError(f"{p}: not a model checkpoint (no config.json or adapter_config.json here or in {p / 'model'})")
+
+
 def load_model_and_tokenizer(path_or_id: str, *, for_training: bool = False):
     """A causal LM and its tokenizer (left padding, pad token set), on CUDA in bf16 when available.
     Raises CheckpointError naming the path when it is missing or corrupt."""
@@ -34,7 +47,7 @@ def _load(path_or_id: str, for_training: bool):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     path = Path(path_or_id)
-    if path.exists() and not (path / "config.json").exists() and not (path / "adapter_config.json").exists():
+    if path.exists() and not _is_checkpoint(path):
         raise CheckpointError(f"{path}: not a model checkpoint (no config.json or adapter_config.json)")
     cuda = torch.cuda.is_available()
     dtype = torch.bfloat16 if cuda and torch.cuda.is_bf16_supported() else torch.float32
