@@ -19,7 +19,6 @@ from .agents import get_agent
 from .artifacts import atomic_write_json, publish_dir, sha256_file, staging
 from .conditions import EVAL_SEEDS, check_seed, get_condition
 from .env import VectorRhythmEnv
-from .protocol import parse_answer
 from .spec import ACTIONS, BELIEF_DIMS, ENV_VERSION, METERS, STEPS_PER_EPISODE
 from .trajectories import SCHEMA, read_trajectories
 
@@ -57,7 +56,7 @@ def play_records(agent, condition: str, seeds, identity: dict) -> list[dict]:
         obs, *_ = env.step(decision.actions)
         for i in range(n):
             raw = decision.reasoning[i] if decision.reasoning is not None else None
-            parsed = parse_answer(raw) if prompts is not None else None
+            parsed = agent.last_parsed[i] if prompts is not None else None
             stated = None
             if decision.beliefs is not None and not np.isnan(decision.beliefs[i]).any():
                 stated = {d: float(v) for d, v in zip(BELIEF_DIMS, decision.beliefs[i])}

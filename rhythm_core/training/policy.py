@@ -42,6 +42,7 @@ class LLMPolicyAgent(Agent):
         self.histories = [[] for _ in range(n)]
         self.beliefs = np.full((n, len(BELIEF_DIMS)), np.nan)
         self.last_messages: list[list[dict]] = []
+        self.last_parsed: list = []
 
     def act(self, obs: BatchObservation) -> Decision:
         for n in range(len(obs)):
@@ -51,8 +52,8 @@ class LLMPolicyAgent(Agent):
         answers = generate_answers(self.model, self.tokenizer, messages, sampling, batch_size=self.batch_size)
         actions = np.empty(len(obs), dtype=np.int64)
         invalid = np.zeros(len(obs), dtype=bool)
-        for n, answer in enumerate(answers):
-            parsed = parse_answer(answer)
+        self.last_parsed = [parse_answer(answer) for answer in answers]
+        for n, parsed in enumerate(self.last_parsed):
             if parsed.valid:
                 actions[n] = ACTION_INDEX[parsed.action]
                 if parsed.belief is not None:
@@ -60,5 +61,5 @@ class LLMPolicyAgent(Agent):
             else:
                 actions[n] = ACTION_INDEX[fallback_action(self.histories[n][-1])]
                 invalid[n] = True
-        self.last_messages = messages  # the prompts of this step (for dataset and eval records)
+        self.last_messages = messages  # this step's prompts and parsed answers, for trajectory records
         return Decision(actions=actions, beliefs=self.beliefs.copy(), reasoning=answers, invalid=invalid)
