@@ -3,8 +3,10 @@
     python benchmarks/eval_batching.py --checkpoint dagster_home/storage/rhythm/sft_checkpoint/<version>/model
     python benchmarks/eval_batching.py            # trains a small tiny-model checkpoint first (~1 min)
 
-Batched: all episodes advance together, one `generate` per step (28 calls for the whole set).
-Sequential: one episode at a time (28 calls per episode). Target: batched >= 5x for 32 episodes.
+Batched: all episodes advance together, one `generate` per step (28 calls for the whole set), each
+prompt reusing the KV cache of the prefix it shares with its previous step's prompt; also timed
+without that reuse. Sequential: one episode at a time (28 calls per episode), with the same reuse.
+Target: batched >= 5x sequential for 32 episodes.
 """
 
 from __future__ import annotations
@@ -39,21 +41,34 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         checkpoint = args.checkpoint or quick_checkpoint(Path(tmp))
-        agent = LLMPolicyAgent.from_checkpoint(checkpoint, sampling=SamplingConfig(max_new_tokens=args.max_new_tokens))
+        sampling = SamplingConfig(max_new_tokens=args.max_new_tokens)
         seeds = list(range(args.episodes))
-        start = time.perf_counter()
-        batched = play_records(agent, "continuous", seeds, {"id": "student"})
-        batched_s = time.perf_counter() - start
-        start = time.perf_counter()
-        sequential = [play_records(agent, "continuous", [s], {"id": "student"})[0] for s in seeds]
-        sequential_s = time.perf_counter() - start
-    same = sum(b["actions"] == s["actions"] for b, s in zip(batched, sequential))
-    print(f"checkpoint {checkpoint}, {args.episodes} episodes, greedy, max_new_tokens {agent.sampling.max_new_tokens}")
-    print(f"  lockstep batched: {batched_s:.1f} s = {args.episodes / batched_s:.2f} episodes/s (28 generate calls)")
-    print(f"  sequential:       {sequential_s:.1f} s = {args.episodes / sequential_s:.2f} episodes/s "
-          f"({28 * args.episodes} generate calls)")
-    print(f"  speed-up {sequential_s / batched_s:.1f}x; identical trajectories: {same}/{args.episodes}")
 
+        def timed(reuse: bool, together: bool):
+            agent = LLMPolicyAgent.from_checkpoint(checkpoint, sampling=sampling, reuse_prompt_cache=reuse)
+            start = time.perf_counter()
+            if together:
+                records = play_records(agent, "continuous", seeds, {"id": "student"})
+            else:
+                records = [play_records(agent, "continuous", [s], {"id": "student"})[0] for s in seeds]
+            return time.perf_counter() - start, records, agent
+
+        batched_s, batched, agent = timed(reuse=True, together=True)
+        plain_s, plain, _ = timed(reuse=False, together=True)
+        sequential_s, sequential, _ = timed(reuse=True, together=False)
+    cache = agent.prompt_cache
+    reused = cache.reused_tokens / (cache.reused_tokens + cache.computed_tokens) if cache else 0.0
+    same = sum(b["actions"] == s["actions"] for b, s in zip(batched, sequential))
+    same_plain = sum(b["actions"] == p["actions"] for b, p in zip(batched, plain))
+    n = args.episodes
+    print(f"checkpoint {checkpoint}, {n} episodes, greedy, max_new_tokens {agent.sampling.max_new_tokens}")
+    print(f"  lockstep batched:                  {batched_s:.1f} s = {n / batched_s:.2f} episodes/s "
+          f"(28 generate calls; {reused:.0%} of prompt tokens reused from the cache)")
+    print(f"  lockstep batched, no prompt cache: {plain_s:.1f} s = {n / plain_s:.2f} episodes/s")
+    print(f"  sequential:                        {sequential_s:.1f} s = {n / sequential_s:.2f} episodes/s "
+          f"({28 * n} generate calls)")
+    print(f"  speed-up {sequential_s / batched_s:.1f}x over sequential ({sequential_s / plain_s:.1f}x without the "
+          f"prompt cache); identical trajectories: {same}/{n} vs sequential, {same_plain}/{n} vs no cache")
 
 if __name__ == "__main__":
     main()

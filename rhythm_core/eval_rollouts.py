@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -113,13 +114,19 @@ def play_condition(checkpoints: dict[str, str], condition: str, seeds_spec: str,
     seeds = eval_seed_list(condition, seeds_spec)
     files = {}
     for name, make, identity in _players(checkpoints, baselines, sampling):
-        records = play_records(make(), condition, seeds, identity)
+        agent, start = make(), time.perf_counter()
+        records = play_records(agent, condition, seeds, identity)
         file = f"{name}__{condition}.jsonl"
         _write_jsonl(Path(staged) / file, records)
         invalid = float(np.mean([r["invalid"] for r in records]))
         files[file] = {"player": name, "condition": condition, "episodes": len(records), "invalid_rate": invalid,
                        "sha256": sha256_file(Path(staged) / file)}
-        log(f"{name} on {condition}: {len(records)} episodes, invalid answers {invalid:.1%}")
+        reuse = ""
+        if getattr(agent, "prompt_cache", None) is not None:
+            cache = agent.prompt_cache
+            reuse = f", prompt tokens reused {cache.reused_tokens / max(cache.reused_tokens + cache.computed_tokens, 1):.0%}"
+        log(f"{name} on {condition}: {len(records)} episodes in {time.perf_counter() - start:.1f} s, "
+            f"invalid answers {invalid:.1%}{reuse}")
     return files
 
 

@@ -5,9 +5,11 @@ import json
 from pathlib import Path
 
 import jsonschema
+import numpy as np
 import pytest
 
 from rhythm_core.cli import main
+from rhythm_core.env import VectorRhythmEnv
 from rhythm_core.eval_results import compute_results, eval_results_stage, validate_results
 from rhythm_core.eval_rollouts import eval_rollouts_stage, eval_seed_list, play_records
 from rhythm_core.training.generation import SamplingConfig
@@ -25,6 +27,51 @@ def test_lockstep_batched_equals_sequential_for_greedy_decoding(sft_result):
         alone = play_records(agent, "continuous", [seed], {"id": "student"})[0]
         assert [s["raw_answer"] for s in alone["steps"]] == [s["raw_answer"] for s in together["steps"]]
         assert alone["actions"] == together["actions"] and alone["meters"] == together["meters"]
+
+
+def test_prompt_cache_reuses_shared_prefixes_without_changing_answers(sft_result):
+    """Rows of different lengths, one that extends its last prompt, one that goes back in the week,
+    one never seen (3): reusing cached prefixes gives the answers of a fresh batched generate."""
+    from rhythm_core.agents import get_agent
+    from rhythm_core.protocol import render_messages
+    from rhythm_core.training.generation import generate_answers
+    from rhythm_core.training.prompt_cache import PromptCache
+
+    agent = LLMPolicyAgent.from_checkpoint(sft_result[0]["model_dir"], sampling=SamplingConfig(max_new_tokens=64))
+    env, heuristic = VectorRhythmEnv("continuous"), get_agent("heuristic")
+    obs, _ = env.reset(np.array([0, 1, 2, 3]))
+    heuristic.reset(env)
+    histories = [[obs.item(n)] for n in range(4)]
+    for _ in range(10):
+        obs, *_ = env.step(heuristic.act(obs).actions)
+        for n in range(4):
+            histories[n].append(obs.item(n))
+
+    def conversations(lengths):
+        return [render_messages(h[:k], variant=agent.variant) for h, k in zip(histories, lengths)]
+
+    def answers(lengths, cache=None):
+        return generate_answers(agent.model, agent.tokenizer, conversations(lengths), agent.sampling,
+                                prompt_cache=cache)
+
+    cache = PromptCache()
+    assert answers([3, 9, 6], cache) == answers([3, 9, 6])  # nothing cached yet: plain generation
+    assert cache.reused_tokens == 0 and sorted(cache.ids) == [0, 1, 2]
+    assert answers([4, 10, 2, 7], cache) == answers([4, 10, 2, 7])
+    extended = sum(len(ids) for key, ids in cache.ids.items() if key in (0, 1))
+    assert cache.reused_tokens > 0.75 * extended  # the two rows that moved on came mostly from the cache
+
+
+def test_policy_reuses_prompt_prefixes_across_steps_with_identical_play(sft_result):
+    sampling = SamplingConfig(max_new_tokens=64)
+    cached = LLMPolicyAgent.from_checkpoint(sft_result[0]["model_dir"], sampling=sampling)
+    plain = LLMPolicyAgent.from_checkpoint(sft_result[0]["model_dir"], sampling=sampling, reuse_prompt_cache=False)
+    with_cache = play_records(cached, "ood", [10000, 10001, 10002], {"id": "student"})
+    without = play_records(plain, "ood", [10000, 10001, 10002], {"id": "student"})
+    assert [[s["raw_answer"] for s in r["steps"]] for r in with_cache] == \
+        [[s["raw_answer"] for s in r["steps"]] for r in without]
+    assert plain.prompt_cache is None
+    assert cached.prompt_cache.reused_tokens > 3 * cached.prompt_cache.computed_tokens  # >75% reused
 
 
 @pytest.fixture(scope="module")

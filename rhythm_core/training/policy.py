@@ -11,6 +11,7 @@ from ..protocol import fallback_action, parse_answer, render_messages
 from ..spec import ACTION_INDEX, BELIEF_DIMS
 from .generation import SamplingConfig, generate_answers
 from .models import checkpoint_info, load_model_and_tokenizer
+from .prompt_cache import PromptCache, supports_prompt_cache
 
 
 class LLMPolicyAgent(Agent):
@@ -19,10 +20,13 @@ class LLMPolicyAgent(Agent):
     emits_belief = True
 
     def __init__(self, model, tokenizer, *, sampling: SamplingConfig | None = None, variant: str = "full",
-                 name: str = "student", batch_size: int = 64):
+                 name: str = "student", batch_size: int = 64, reuse_prompt_cache: bool = True):
         self.model, self.tokenizer = model, tokenizer
         self.sampling = sampling or SamplingConfig()
         self.variant, self.name, self.batch_size = variant, name, batch_size
+        # Each step's prompt extends the last one, so its shared prefix need not be run again.
+        self.reuse_prompt_cache = reuse_prompt_cache and supports_prompt_cache(model)
+        self.prompt_cache: PromptCache | None = None
 
     @classmethod
     def from_checkpoint(cls, path, **kwargs) -> LLMPolicyAgent:
@@ -43,13 +47,15 @@ class LLMPolicyAgent(Agent):
         self.beliefs = np.full((n, len(BELIEF_DIMS)), np.nan)
         self.last_messages: list[list[dict]] = []
         self.last_parsed: list = []
+        self.prompt_cache = PromptCache() if self.reuse_prompt_cache else None
 
     def act(self, obs: BatchObservation) -> Decision:
         for n in range(len(obs)):
             self.histories[n].append(obs.item(n))
         messages = [render_messages(h, variant=self.variant) for h in self.histories]
         sampling = SamplingConfig(**{**self.sampling.__dict__, "seed": self.sampling.seed + 1000 * obs.step})
-        answers = generate_answers(self.model, self.tokenizer, messages, sampling, batch_size=self.batch_size)
+        answers = generate_answers(self.model, self.tokenizer, messages, sampling, batch_size=self.batch_size,
+                                   prompt_cache=self.prompt_cache)
         actions = np.empty(len(obs), dtype=np.int64)
         invalid = np.zeros(len(obs), dtype=bool)
         self.last_parsed = [parse_answer(answer) for answer in answers]

@@ -1,0 +1,153 @@
+"""Reuse of each conversation's prompt KV cache from one lockstep step to the next.
+
+In an episode the prompt at step t+1 repeats the prompt at step t up to the last history row (the
+week's table only grows), so most of its tokens were already run through the model one step earlier.
+`PromptCache` keeps, per conversation, the token ids and key/value states of its last prompt; the
+next `generate` call starts from the longest shared token prefix and runs only the rest. Prefill,
+which dominates evaluation cost for long prompts and short answers, then shrinks to the new rows.
+
+Rows of a batch share one cache length, as `generate` requires: each row's reused prefix is
+right-aligned in the cached positions and its uncached tail right-aligned after them, with padding
+before each that the attention mask hides (zeros in the cache). `generate` derives position ids from
+the mask, so every token keeps its own position whatever the padding, and the reused keys carry
+exactly the rotary positions they were computed with.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+
+
+def _shared_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
+
+
+def supports_prompt_cache(model) -> bool:
+    """True where the model generates with a plain growing key/value cache on every layer (no
+    sliding windows, no recurrent state, no static cache configured), the only layout whose prefix
+    can be cut and reused. Other models generate without reuse."""
+    try:
+        from transformers import DynamicCache
+        from transformers.cache_utils import DynamicLayer
+
+        layers = DynamicCache(config=model.config).layers
+    except Exception:  # a model family without a Cache config: generate without reuse
+        return False
+    configured = getattr(getattr(model, "generation_config", None), "cache_implementation", None)
+    return configured in (None, "dynamic") and bool(layers) and all(type(layer) is DynamicLayer for layer in layers)
+
+
+@dataclass
+class Layout:
+    """Where each row of one `generate` call sits: its reused prefix is right-aligned in the first
+    `width` (cached) positions and its remaining `tail` tokens are right-aligned after them."""
+
+    width: int
+    tail: int
+    reuse: list[int]
+    lengths: list[int]
+
+
+@dataclass
+class PromptCache:
+    """Token ids and per-layer (key, value) states, shape [heads, tokens, head_dim], of each
+    conversation's last prompt, keyed by the conversation's index in the lockstep batch."""
+
+    ids: dict[int, list[int]] = field(default_factory=dict, repr=False)
+    states: dict[int, list[tuple]] = field(default_factory=dict, repr=False)
+    reused_tokens: int = 0  # prompt tokens served from the cache so far
+    computed_tokens: int = 0  # prompt tokens the model had to run (padding excluded)
+
+    def plan(self, keys: list[int], rows: list[list[int]]) -> Layout:
+        """Each row reuses the longest prefix it shares with its conversation's last prompt (at
+        least its last token is run, to give the logits of the first answer token)."""
+        reuse = [min(_shared_prefix(ids, self.ids.get(key, [])), len(ids) - 1) for key, ids in zip(keys, rows)]
+        lengths = [len(ids) for ids in rows]
+        self.reused_tokens += sum(reuse)
+        self.computed_tokens += sum(n - r for n, r in zip(lengths, reuse))
+        return Layout(max(reuse), max(n - r for n, r in zip(lengths, reuse)), reuse, lengths)
+
+    def inputs(self, keys: list[int], rows: list[list[int]], pad_id: int, layout: Layout):
+        """(input_ids, attention_mask) of the whole layout; padding sits before each row's reused
+        prefix and before its tail, and the mask hides both. Position ids, which `generate` derives
+        from the mask, are then each row's own token positions."""
+        import torch
+
+        size = (len(rows), layout.width + layout.tail)
+        input_ids, mask = torch.full(size, pad_id, dtype=torch.long), torch.zeros(size, dtype=torch.long)
+        for row, (ids, r) in enumerate(zip(rows, layout.reuse)):
+            ids = torch.tensor(ids, dtype=torch.long)
+            input_ids[row, layout.width - r : layout.width], mask[row, layout.width - r : layout.width] = ids[:r], 1
+            input_ids[row, size[1] - (len(ids) - r) :], mask[row, size[1] - (len(ids) - r) :] = ids[r:], 1
+        return input_ids, mask
+
+    def past_key_values(self, keys: list[int], layout: Layout, capacity: int):
+        """A cache holding each row's reused prefix in the layout's first `width` positions, with
+        buffers for `capacity` positions so that generation writes in place; None if nothing is reused."""
+        from transformers import DynamicCache
+
+        if not layout.width:
+            return None
+        width = layout.width
+        first = self.states[next(k for k, r in zip(keys, layout.reuse) if r)]
+        layers = []
+        for layer, (k0, v0) in enumerate(first):
+            k = k0.new_zeros((len(keys), k0.shape[0], capacity, k0.shape[2]))
+            v = v0.new_zeros((len(keys), v0.shape[0], capacity, v0.shape[2]))
+            for row, (key, r) in enumerate(zip(keys, layout.reuse)):
+                if r:
+                    stored_k, stored_v = self.states[key][layer]
+                    k[row, :, width - r : width] = stored_k[:, :r]
+                    v[row, :, width - r : width] = stored_v[:, :r]
+            layers.append(_preallocated_layer_class()(k, v, width))
+        cache = DynamicCache()
+        cache.layers = layers
+        return cache
+
+    def store(self, keys: list[int], rows: list[list[int]], cache, layout: Layout) -> None:
+        """Keep each row's prompt states (its reused prefix and its tail) from the cache `generate`
+        returns, which holds the layout's positions followed by the answer's."""
+        import torch
+
+        end = layout.width + layout.tail
+        for row, (key, ids, r) in enumerate(zip(keys, rows, layout.reuse)):
+            prefix, tail = slice(layout.width - r, layout.width), slice(end - (len(ids) - r), end)
+            self.states[key] = [(torch.cat([layer.keys[row, :, prefix], layer.keys[row, :, tail]], dim=1),
+                                 torch.cat([layer.values[row, :, prefix], layer.values[row, :, tail]], dim=1))
+                                for layer in cache.layers]
+            self.ids[key] = list(ids)
+
+
+@functools.cache
+def _preallocated_layer_class():
+    import torch
+    from transformers.cache_utils import DynamicLayer
+
+    class PreallocatedLayer(DynamicLayer):
+        """A DynamicLayer whose buffers are allocated up front: `update` writes new states in place
+        where DynamicLayer concatenates, which copies the whole cache for every generated token."""
+
+        def __init__(self, keys, values, length: int):
+            super().__init__()
+            self.buffer_keys, self.buffer_values, self.length = keys, values, length
+            self.dtype, self.device, self.is_initialized = keys.dtype, keys.device, True
+            self.keys, self.values = keys[:, :, :length], values[:, :, :length]
+
+        def update(self, key_states, value_states, *args, **kwargs):
+            end = self.length + key_states.shape[-2]
+            if end > self.buffer_keys.shape[-2]:  # longer than planned: grow like DynamicLayer
+                self.buffer_keys = torch.cat([self.keys, key_states], dim=-2)
+                self.buffer_values = torch.cat([self.values, value_states], dim=-2)
+            else:
+                self.buffer_keys[:, :, self.length : end] = key_states
+                self.buffer_values[:, :, self.length : end] = value_states
+            self.length = end
+            self.keys, self.values = self.buffer_keys[:, :, :end], self.buffer_values[:, :, :end]
+            return self.keys, self.values
+
+    return PreallocatedLayer
