@@ -132,7 +132,7 @@ def eval_results(context: dg.AssetExecutionContext, eval_rollouts: dict) -> dg.O
     root = artifact_root(context)
     result = eval_results_stage(eval_rollouts["dir"], ACTIVE_GRADER, root,
                                 provenance={"eval_rollouts_version": eval_rollouts["version"]})
-    history = append_history(root / "eval_results" / "history.parquet", result["results"], run_id=context.run_id,
+    history = append_history(root / "eval_results" / "history.parquet", result["results"], run_id=context.run.run_id,
                              timestamp=time.time(), rollouts_version=eval_rollouts["version"])
     scores = {f"{c}/{a}": m["final_score"] for c, block in result["results"]["conditions"].items()
               for a, m in block["agents"].items()}
