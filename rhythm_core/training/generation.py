@@ -55,7 +55,7 @@ def generate_answers(model, tokenizer, conversations: list[list[dict]], sampling
 def _generate_reusing_prefixes(model, tokenizer, texts: list[str], keys: list[int], cache: PromptCache, kwargs):
     rows = tokenizer(texts, add_special_tokens=False)["input_ids"]
     layout = cache.plan(keys, rows)
-    input_ids, attention_mask = cache.inputs(keys, rows, tokenizer.pad_token_id, layout)
+    input_ids, attention_mask = cache.inputs(rows, tokenizer.pad_token_id, layout)
     past = cache.past_key_values(keys, layout, input_ids.shape[1] + kwargs["max_new_tokens"])
     out = model.generate(input_ids=input_ids.to(model.device), attention_mask=attention_mask.to(model.device),
                          use_cache=True, return_dict_in_generate=True,

@@ -72,7 +72,7 @@ class PromptCache:
         self.computed_tokens += sum(n - r for n, r in zip(lengths, reuse))
         return Layout(max(reuse), max(n - r for n, r in zip(lengths, reuse)), reuse, lengths)
 
-    def inputs(self, keys: list[int], rows: list[list[int]], pad_id: int, layout: Layout):
+    def inputs(self, rows: list[list[int]], pad_id: int, layout: Layout):
         """(input_ids, attention_mask) of the whole layout; padding sits before each row's reused
         prefix and before its tail, and the mask hides both. Position ids, which `generate` derives
         from the mask, are then each row's own token positions."""
