@@ -56,8 +56,7 @@ def main() -> None:
         batched_s, batched, agent = timed(reuse=True, together=True)
         plain_s, plain, _ = timed(reuse=False, together=True)
         sequential_s, sequential, _ = timed(reuse=True, together=False)
-    cache = agent.prompt_cache
-    reused = cache.reused_tokens / (cache.reused_tokens + cache.computed_tokens) if cache else 0.0
+    reused = agent.prompt_cache.reused_fraction if agent.prompt_cache else 0.0
     same = sum(b["actions"] == s["actions"] for b, s in zip(batched, sequential))
     same_plain = sum(b["actions"] == p["actions"] for b, p in zip(batched, plain))
     n = args.episodes

@@ -121,10 +121,8 @@ def play_condition(checkpoints: dict[str, str], condition: str, seeds_spec: str,
         invalid = float(np.mean([r["invalid"] for r in records]))
         files[file] = {"player": name, "condition": condition, "episodes": len(records), "invalid_rate": invalid,
                        "sha256": sha256_file(Path(staged) / file)}
-        reuse = ""
-        if getattr(agent, "prompt_cache", None) is not None:
-            cache = agent.prompt_cache
-            reuse = f", prompt tokens reused {cache.reused_tokens / max(cache.reused_tokens + cache.computed_tokens, 1):.0%}"
+        cache = getattr(agent, "prompt_cache", None)
+        reuse = f", prompt tokens reused {cache.reused_fraction:.0%}" if cache is not None else ""
         log(f"{name} on {condition}: {len(records)} episodes in {time.perf_counter() - start:.1f} s, "
             f"invalid answers {invalid:.1%}{reuse}")
     return files

@@ -72,6 +72,7 @@ def test_policy_reuses_prompt_prefixes_across_steps_with_identical_play(sft_resu
         [[s["raw_answer"] for s in r["steps"]] for r in without]
     assert plain.prompt_cache is None
     assert cached.prompt_cache.reused_tokens > 3 * cached.prompt_cache.computed_tokens  # >75% reused
+    assert cached.prompt_cache.reused_fraction > 0.75
 
 
 @pytest.fixture(scope="module")

@@ -63,6 +63,11 @@ class PromptCache:
     reused_tokens: int = 0  # prompt tokens served from the cache so far
     computed_tokens: int = 0  # prompt tokens the model had to run (padding excluded)
 
+    @property
+    def reused_fraction(self) -> float:
+        """Share of all prompt tokens so far that came from the cache."""
+        return self.reused_tokens / max(self.reused_tokens + self.computed_tokens, 1)
+
     def plan(self, keys: list[int], rows: list[list[int]]) -> Layout:
         """Each row reuses the longest prefix it shares with its conversation's last prompt (at
         least its last token is run, to give the logits of the first answer token)."""
