@@ -160,3 +160,29 @@ def test_beat_heuristic_filter_keeps_only_winning_episodes(instance):
     kept = set(ds["train"]["seed"]) | set(ds["validation"]["seed"])
     assert kept == winners and 0 < len(winners) <= 12
     assert out["sft_dataset"]["provenance"]["filter_grader"] == "v2"
+
+
+class RecordingHub(HubResource):
+    """The HubResource with its HfApi swapped for the signature-checked fake of test_dataset."""
+
+    store: str = ""
+
+    def api(self):
+        from tests.test_dataset import FakeApi
+
+        return FakeApi("hf_not_a_real_token", Path(self.store))
+
+
+def test_sft_dataset_pushes_to_the_hub_when_asked(instance, tmp_path):
+    hub = RecordingHub(namespace="alice", store=str(tmp_path / "uploaded"))
+    config = {"ops": {**run_config()["ops"], "sft_dataset": {"config": {"push_to_hub": True}}}}
+    result = dg.materialize(ASSETS, instance=instance, run_config=config,
+                            resources={"teacher": TeacherResource(), "hub": hub})
+    assert result.success
+    pushed = result.output_for_node("sft_dataset")["hub"]
+    assert pushed["repo_id"] == "alice/rhythm-sft" and pushed["revision"] == "ab" * 20
+    metadata = result.asset_materializations_for_node("sft_dataset")[0].metadata
+    assert metadata["hub_repo_id"].value == "alice/rhythm-sft" and metadata["hub_revision"].value == "ab" * 20
+    assert metadata["hub_url"].value == "https://huggingface.co/datasets/alice/rhythm-sft"
+    assert (tmp_path / "uploaded" / "README.md").read_text() == \
+        (Path(result.output_for_node("sft_dataset")["path"]) / "README.md").read_text()

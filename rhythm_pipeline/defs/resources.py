@@ -60,6 +60,13 @@ class HubResource(dg.ConfigurableResource):
             raise ValueError("HubResource.namespace is not set: name the user or organisation to push to")
         return f"{self.namespace}/{name}"
 
+    def push(self, upload, path, name: str) -> tuple[dict, dict]:
+        """Upload `path` to <namespace>/<name> with a rhythm_core uploader (`push_to_hub` for datasets,
+        `push_checkpoint` for models); returns the upload's result and the metadata naming the revision."""
+        pushed = upload(path, self.repo_id(name), api=self.api(), private=self.private)
+        return pushed, {"hub_repo_id": pushed["repo_id"], "hub_revision": pushed["revision"],
+                        "hub_url": dg.MetadataValue.url(pushed["url"])}
+
 
 class ComputeResource(dg.ConfigurableResource):
     """Where training runs. backend: local (a subprocess on this machine's CPU or CUDA, through

@@ -130,8 +130,6 @@ def sft_dataset(context: dg.AssetExecutionContext, config: SftDatasetConfig, tea
         **lineage_metadata(context, {"teacher_trajectories": teacher_trajectories}, config),
     }
     if config.push_to_hub:
-        pushed = push_to_hub(result["path"], hub.repo_id(config.hub_repo_name), api=hub.api(), private=hub.private)
-        result["hub"] = pushed
-        metadata.update(hub_repo_id=pushed["repo_id"], hub_revision=pushed["revision"],
-                        hub_url=dg.MetadataValue.url(pushed["url"]))
+        result["hub"], hub_metadata = hub.push(push_to_hub, result["path"], config.hub_repo_name)
+        metadata.update(hub_metadata)
     return versioned_output(result, metadata)

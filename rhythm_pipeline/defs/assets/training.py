@@ -62,13 +62,6 @@ def _train(context, compute: ComputeResource, stage: str, config: dict, dataset_
         return publish_checkpoint(staged, root, stage)
 
 
-def _push(result: dict, hub: HubResource, name: str, metadata: dict) -> None:
-    pushed = push_checkpoint(result["model_dir"], hub.repo_id(name), api=hub.api(), private=hub.private)
-    result["hub"] = pushed
-    metadata.update(hub_repo_id=pushed["repo_id"], hub_revision=pushed["revision"],
-                    hub_url=dg.MetadataValue.url(pushed["url"]))
-
-
 @dg.asset(
     group_name="training",
     code_version="sft-1",
@@ -103,7 +96,8 @@ def sft_checkpoint(context: dg.AssetExecutionContext, config: SftCheckpointConfi
         metadata.update(hf_job_id=result["hf_job"]["job_id"], hub_repo_id=result["hf_job"]["hub_repo_id"],
                         hub_revision=result["hf_job"]["hub_revision"])
     if config.push_to_hub:
-        _push(result, hub, config.hub_repo_name, metadata)
+        result["hub"], hub_metadata = hub.push(push_checkpoint, result["model_dir"], config.hub_repo_name)
+        metadata.update(hub_metadata)
     return versioned_output(result, metadata)
 
 
@@ -140,7 +134,8 @@ def grpo_checkpoint(context: dg.AssetExecutionContext, config: GrpoCheckpointCon
         **lineage_metadata(context, {"sft_checkpoint": sft_checkpoint, "sft_dataset": sft_dataset}, config),
     }
     if config.push_to_hub:
-        _push(result, hub, config.hub_repo_name, metadata)
+        result["hub"], hub_metadata = hub.push(push_checkpoint, result["model_dir"], config.hub_repo_name)
+        metadata.update(hub_metadata)
     return versioned_output(result, metadata)
 
 
