@@ -11,35 +11,31 @@ import dagster as dg
 
 from rhythm_core.teacher import TeacherSettings
 
+_TEACHER = TeacherSettings()
+
 
 class TeacherResource(dg.ConfigurableResource):
-    """Who plays the teacher episodes. backend: bayes (default, offline, free) | openai | azure."""
+    """Who plays the teacher episodes. backend: bayes (default, offline, free) | openai | azure.
+    Fields and defaults are TeacherSettings' (the launchpad needs a Config class to show them)."""
 
-    backend: str = "bayes"
-    model: str = ""
-    base_url: str | None = None
-    api_key: str | None = None
-    azure_endpoint: str | None = None
-    azure_api_version: str = "2024-10-21"
-    concurrency: int = 8
-    request_timeout_s: float = 60.0
-    max_retries: int = 6
-    max_invalid_reasks: int = 2
-    temperature: float = 0.0
-    max_tokens: int = 400
-    price_input_per_m: float = 0.0
-    price_output_per_m: float = 0.0
-    max_cost_usd: float | None = None
+    backend: str = _TEACHER.backend
+    model: str = _TEACHER.model
+    base_url: str | None = _TEACHER.base_url
+    api_key: str | None = _TEACHER.api_key
+    azure_endpoint: str | None = _TEACHER.azure_endpoint
+    azure_api_version: str = _TEACHER.azure_api_version
+    concurrency: int = _TEACHER.concurrency
+    request_timeout_s: float = _TEACHER.request_timeout_s
+    max_retries: int = _TEACHER.max_retries
+    max_invalid_reasks: int = _TEACHER.max_invalid_reasks
+    temperature: float = _TEACHER.temperature
+    max_tokens: int = _TEACHER.max_tokens
+    price_input_per_m: float = _TEACHER.price_input_per_m
+    price_output_per_m: float = _TEACHER.price_output_per_m
+    max_cost_usd: float | None = _TEACHER.max_cost_usd
 
     def settings(self) -> TeacherSettings:
-        return TeacherSettings(
-            backend=self.backend, model=self.model, base_url=self.base_url, api_key=self.api_key,
-            azure_endpoint=self.azure_endpoint, azure_api_version=self.azure_api_version,
-            concurrency=self.concurrency, request_timeout_s=self.request_timeout_s, max_retries=self.max_retries,
-            max_invalid_reasks=self.max_invalid_reasks, temperature=self.temperature, max_tokens=self.max_tokens,
-            price_input_per_m=self.price_input_per_m, price_output_per_m=self.price_output_per_m,
-            max_cost_usd=self.max_cost_usd,
-        )
+        return TeacherSettings(**{name: getattr(self, name) for name in type(self).model_fields})
 
 
 class HubResource(dg.ConfigurableResource):

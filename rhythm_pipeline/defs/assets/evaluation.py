@@ -132,8 +132,9 @@ def eval_results(context: dg.AssetExecutionContext, eval_rollouts: dict) -> dg.O
     root = artifact_root(context)
     result = eval_results_stage(eval_rollouts["dir"], ACTIVE_GRADER, root,
                                 provenance={"eval_rollouts_version": eval_rollouts["version"]})
-    history = append_history(root / "eval_results" / "history.parquet", result["results"], run_id=context.run.run_id,
-                             timestamp=time.time(), rollouts_version=eval_rollouts["version"])
+    history_path = root / "eval_results" / "history.parquet"
+    history = append_history(history_path, result["results"], run_id=context.run.run_id, timestamp=time.time(),
+                             rollouts_version=eval_rollouts["version"])
     scores = {f"{c}/{a}": m["final_score"] for c, block in result["results"]["conditions"].items()
               for a, m in block["agents"].items()}
     slim = {k: v for k, v in result.items() if k != "results"}
@@ -145,7 +146,7 @@ def eval_results(context: dg.AssetExecutionContext, eval_rollouts: dict) -> dg.O
         "grader": ACTIVE_GRADER,
         "scores": dg.MetadataValue.json(scores),
         "history": dg.MetadataValue.md(history_markdown(history)),
-        "history_path": dg.MetadataValue.path(str(root / "eval_results" / "history.parquet")),
+        "history_path": dg.MetadataValue.path(str(history_path)),
         "history_rows": history.height,
         "seeds": dg.MetadataValue.json(result["results"]["provenance"].get("seeds", {})),
         "base_model": result["results"]["provenance"].get("base_model"),
