@@ -64,10 +64,6 @@ def validate_results(results: dict) -> None:
     jsonschema.validate(results, JSON_SCHEMA)
 
 
-def _grade(grader_name: str, batch: EpisodeBatch) -> tuple[np.ndarray, dict]:
-    return get_grader(grader_name).grade_batch(batch)
-
-
 def compute_results(rollouts_dir, grader: str, *, compare_grader: str = "v2", provenance: dict | None = None) -> dict:
     manifest, rollouts = load_rollouts(rollouts_dir)
     graders = list(dict.fromkeys([grader, compare_grader]))
@@ -79,12 +75,13 @@ def compute_results(rollouts_dir, grader: str, *, compare_grader: str = "v2", pr
     for condition in conditions:
         players = [p for p in manifest.get("player_order", manifest["players"]) if (p, condition) in rollouts]
         batches = {p: EpisodeBatch.from_records(condition, rollouts[(p, condition)], p) for p in players}
-        heuristic = {g: _grade(g, batches["heuristic"])[0] for g in graders} if "heuristic" in batches else None
+        # (scores, components) of every player under every grader, each graded once
+        graded = {p: {g: get_grader(g).grade_batch(batch) for g in graders} for p, batch in batches.items()}
+        heuristic = graded.get("heuristic")
         agents = {}
         for player, batch in batches.items():
             by_grader = {}
-            for g in graders:
-                scores, parts = _grade(g, batch)
+            for g, (scores, parts) in graded[player].items():
                 mean, lo, hi = mean_ci95(scores)
                 by_grader[g] = {"final_score": mean, "ci95": [lo, hi],
                                 "components": {k: float(v.mean()) for k, v in parts.items()}}
@@ -93,7 +90,7 @@ def compute_results(rollouts_dir, grader: str, *, compare_grader: str = "v2", pr
             counts = np.bincount(batch.actions.ravel(), minlength=len(ACTIONS)) / batch.actions.size
             wins = None
             if heuristic is not None and player != "heuristic":
-                wins = float(np.mean(_grade(grader, batch)[0] > heuristic[grader]))
+                wins = float(np.mean(graded[player][grader][0] > heuristic[grader][0]))
             agents[player] = {
                 "n_episodes": len(batch), "final_score": main["final_score"], "ci95": main["ci95"],
                 "components": main["components"],

@@ -104,11 +104,18 @@ def test_results_have_the_published_shape_and_plots(evaluated):
 
 
 def test_rollouts_hold_no_grader_output_and_regrade_without_models(evaluated):
-    _, rollouts, _ = evaluated
+    _, rollouts, result = evaluated
     text = "".join(p.read_text() for p in Path(rollouts["dir"]).glob("*.jsonl"))
     assert "final_score" not in text and "belief_skill" not in text
     v2 = compute_results(rollouts["dir"], "v2")  # a new grader reads the same files
     assert v2["grader"] == "v2" and v2["conditions"]["continuous"]["agents"]["student"]["final_score"] >= 0
+    # ... and gives exactly the v2 scores the v3 results carried beside their own, which differ
+    v3 = json.loads(Path(result["json"]).read_text())
+    for condition, block in v3["conditions"].items():
+        for agent, metrics in block["agents"].items():
+            assert v2["conditions"][condition]["agents"][agent]["final_score"] == metrics["by_grader"]["v2"]["final_score"]
+    student = v3["conditions"]["continuous"]["agents"]["student"]
+    assert student["by_grader"]["v2"]["final_score"] != student["final_score"]
 
 
 def test_corrupt_checkpoint_fails_clearly_and_publishes_nothing(tmp_path):
