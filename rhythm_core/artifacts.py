@@ -83,3 +83,11 @@ def publish_dir(staged, final) -> Path:
     else:
         os.replace(staged, final)
     return final
+
+
+def rebase_paths(result: dict, old_dir, new_dir) -> dict:
+    """`result` with every top-level string path at or under `old_dir` moved to the same place
+    under `new_dir` (a result.json whose directory was published or downloaded elsewhere)."""
+    old, new = str(old_dir).rstrip("/"), str(Path(new_dir))
+    return {k: new + v[len(old):] if isinstance(v, str) and (v == old or v.startswith(old + "/")) else v
+            for k, v in result.items()}

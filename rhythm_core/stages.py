@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from .artifacts import publish_dir, sha256_file, staging
+from .artifacts import publish_dir, rebase_paths, sha256_file, staging
 from .conditions import TRAINING_SEEDS, parse_seeds
 from .graders import get_grader
 from .reeval import reeval_records, teacher_beats_heuristic, write_report
@@ -151,9 +151,7 @@ def publish_checkpoint(staged, root, stage: str) -> dict:
         digest.update(sha256_file(w).encode())
     version = digest.hexdigest()[:16]
     final = publish_dir(staged, Path(root) / stage / version)
-    for key, value in list(result.items()):
-        if isinstance(value, str) and value.startswith(str(staged)):
-            result[key] = str(final) + value[len(str(staged)):]
+    result = rebase_paths(result, staged, final)
     (final / "result.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
     return {**result, "version": version, "path": str(final)}
 

@@ -33,7 +33,6 @@ from rhythm_core.compute.hf_jobs import (
     HFJobError,
     HFJobSpec,
     build_wheel,
-    localize_result,
     render_job_script,
     run_key_for,
     run_training_job,
@@ -552,11 +551,14 @@ def test_job_script_defaults_stream_and_missing_token(monkeypatch, capsys):
     assert "HF_TOKEN is not set" in capsys.readouterr().err
 
 
-def test_localize_result():
+def test_rebase_paths_moves_paths_under_the_job_directory_only():
+    from rhythm_core.artifacts import rebase_paths
+
     result = {"path": "/tmp/rhythm-job-x/out", "model_dir": "/tmp/rhythm-job-x/out/model", "steps": 3,
-              "base_path": "tiny"}
-    assert localize_result(result, "/tmp/rhythm-job-x/out", "/data/staged") == {
-        "path": "/data/staged", "model_dir": "/data/staged/model", "steps": 3, "base_path": "tiny"}
+              "base_path": "tiny", "sibling": "/tmp/rhythm-job-x/outside"}
+    assert rebase_paths(result, "/tmp/rhythm-job-x/out", "/data/staged") == {
+        "path": "/data/staged", "model_dir": "/data/staged/model", "steps": 3, "base_path": "tiny",
+        "sibling": "/tmp/rhythm-job-x/outside"}
 
 
 def test_build_wheel_packages_the_working_tree(tmp_path):
@@ -574,6 +576,7 @@ def test_build_wheel_packages_the_working_tree(tmp_path):
 
 def test_fetch_training_result_downloads_the_revision_and_localizes_paths(make_hub, inputs, tmp_path):
     from rhythm_core.compute.hf_jobs import fetch_training_result
+    from rhythm_core.stages import publish_checkpoint
 
     hub = make_hub()
     job, _ = _run(hub, inputs)
@@ -582,10 +585,14 @@ def test_fetch_training_result_downloads_the_revision_and_localizes_paths(make_h
     download = hub.called("snapshot_download")[-1]
     assert (download["repo_id"], download["revision"]) == (job["hub_repo_id"], job["hub_revision"])
     on_disk = json.loads((out / "result.json").read_text())
-    assert {k: v for k, v in result.items() if k != "hf_job"} == on_disk
+    assert {k: v for k, v in result.items() if k != "hf_job"} == {k: v for k, v in on_disk.items() if k != "hf_job"}
+    assert result == on_disk  # the job summary is on disk too, so publish_checkpoint (which re-reads it) keeps it
     job_paths = [v for v in on_disk.values() if isinstance(v, str) and v.startswith("/")]
     assert job_paths and all(v.startswith(str(out)) for v in job_paths)
     assert result["hf_job"]["job_id"] == job["job_id"] and result["hf_job"]["hub_revision"] == job["hub_revision"]
     assert CANARY not in json.dumps(result)
+    published = publish_checkpoint(out, tmp_path / "root", "sft_checkpoint")  # what the asset reports from
+    assert published["hf_job"] == result["hf_job"]
+    assert Path(published["model_dir"]).parent == Path(published["path"]) and Path(published["model_dir"]).is_dir()
     with pytest.raises(HFJobError, match="holds no result.json"):
         fetch_training_result(job, tmp_path / "empty", download=lambda *a, **k: None)

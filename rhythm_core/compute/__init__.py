@@ -1,5 +1,5 @@
 """Remote compute backends for the training entry point (no Dagster here)."""
 
-from .hf_jobs import HFJobError, HFJobSpec, build_wheel, localize_result, render_job_script, run_training_job
+from .hf_jobs import HFJobError, HFJobSpec, build_wheel, render_job_script, run_training_job
 
-__all__ = ["HFJobError", "HFJobSpec", "build_wheel", "localize_result", "render_job_script", "run_training_job"]
+__all__ = ["HFJobError", "HFJobSpec", "build_wheel", "render_job_script", "run_training_job"]

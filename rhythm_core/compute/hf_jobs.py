@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..artifacts import sha256_dir, sha256_file
+from ..artifacts import rebase_paths, sha256_dir, sha256_file
 from ..training.entry import LOG_PREFIX
 
 JOB_RESULT_PREFIX = "RHYTHM_JOB_RESULT "
@@ -326,14 +326,6 @@ def run_key_for(stage: str, code_version: str, config: dict, dataset_dir, init_d
     return f"{stage}-{digest[:12]}"
 
 
-def localize_result(result: dict, remote_out_dir: str, local_dir) -> dict:
-    """The entry's result with paths under the job's output directory moved under `local_dir`
-    (for a snapshot of the result repo downloaded there)."""
-    local = str(Path(local_dir))
-    return {k: local + v[len(remote_out_dir):] if isinstance(v, str) and v.startswith(remote_out_dir) else v
-            for k, v in result.items()}
-
-
 # --------------------------------------------------------------------------------------------------
 # Running a job
 
@@ -508,14 +500,15 @@ JOB_SUMMARY_KEYS = ("job_id", "job_url", "status", "code_version", "hub_repo_id"
 
 def fetch_training_result(job: dict, out_dir, *, download: Callable[..., str]) -> dict:
     """Download a finished job's result repo at its revision into `out_dir` and return its
-    result.json with paths moved from the job's filesystem to `out_dir` (rewritten in place), plus
-    an `hf_job` summary. `download` is `huggingface_hub.snapshot_download` (with a token bound)."""
+    result.json with paths moved from the job's filesystem to `out_dir` and an `hf_job` summary
+    added (both written back to the file). `download` is `huggingface_hub.snapshot_download` (with a token bound)."""
     download(job["hub_repo_id"], revision=job["hub_revision"], local_dir=str(out_dir))
     path = Path(out_dir, "result.json")
     if not path.exists():
         raise HFJobError(f"job {job['job_id']}: {job['hub_repo_id']}@{job['hub_revision']} holds no result.json",
                          job_id=job["job_id"], stage=job.get("status"), status_message=None, log_tail=[],
                          job_url=job.get("job_url"))
-    result = localize_result(json.loads(path.read_text()), job["remote_out_dir"], out_dir)
+    result = rebase_paths(json.loads(path.read_text()), job["remote_out_dir"], out_dir)
+    result["hf_job"] = {k: job.get(k) for k in JOB_SUMMARY_KEYS}  # kept on disk: publishing re-reads it
     path.write_text(json.dumps(result, indent=2, default=str) + "\n")
-    return {**result, "hf_job": {k: job.get(k) for k in JOB_SUMMARY_KEYS}}
+    return result

@@ -62,6 +62,15 @@ def _train(context, compute: ComputeResource, stage: str, config: dict, dataset_
         return publish_checkpoint(staged, root, stage)
 
 
+def _compute_metadata(result: dict, compute: ComputeResource) -> dict:
+    """Where the training ran; for Hugging Face Jobs, the job and the result repo revision."""
+    job = result.get("hf_job")
+    if not job:
+        return {"compute": compute.backend}
+    return {"compute": compute.backend, "hf_job_id": job["job_id"], "hf_job_url": job.get("job_url") or "",
+            "hub_repo_id": job["hub_repo_id"], "hub_revision": job["hub_revision"]}
+
+
 @dg.asset(
     group_name="training",
     code_version="sft-1",
@@ -89,12 +98,9 @@ def sft_checkpoint(context: dg.AssetExecutionContext, config: SftCheckpointConfi
         "eval_loss": result["eval_loss"], "eval_mean_token_accuracy": result["eval_mean_token_accuracy"],
         "valid_answer_rate_before": result["valid_answer_rate_before"],
         "valid_answer_rate_after": result["valid_answer_rate_after"],
-        "wall_s": result["wall_s"], "compute": compute.backend, "teacher": provenance["teacher"],
+        "wall_s": result["wall_s"], **_compute_metadata(result, compute), "teacher": provenance["teacher"],
         **lineage_metadata(context, {"sft_dataset": sft_dataset}, config),
     }
-    if result.get("hf_job"):
-        metadata.update(hf_job_id=result["hf_job"]["job_id"], hub_repo_id=result["hf_job"]["hub_repo_id"],
-                        hub_revision=result["hf_job"]["hub_revision"])
     if config.push_to_hub:
         result["hub"], hub_metadata = hub.push(push_checkpoint, result["model_dir"], config.hub_repo_name)
         metadata.update(hub_metadata)
@@ -130,7 +136,7 @@ def grpo_checkpoint(context: dg.AssetExecutionContext, config: GrpoCheckpointCon
         "final_belief_accuracy": result["final_belief_accuracy"], "final_kl": result["final_kl"],
         "mean_reward_std_within_groups": result["mean_reward_std_within_groups"],
         "device": result["device"], "wall_s": result["wall_s"], "reward_grader": config.reward_grader,
-        "base_model": sft_checkpoint.get("base_model"), "compute": compute.backend,
+        "base_model": sft_checkpoint.get("base_model"), **_compute_metadata(result, compute),
         **lineage_metadata(context, {"sft_checkpoint": sft_checkpoint, "sft_dataset": sft_dataset}, config),
     }
     if config.push_to_hub:
