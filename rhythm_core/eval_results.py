@@ -105,6 +105,27 @@ def compute_results(rollouts_dir, grader: str, *, compare_grader: str = "v2", pr
     return out
 
 
+def student_gaps(results: dict) -> dict[str, dict[str, float]]:
+    """What the evaluation checks measure, per "condition/student": `score_vs_heuristic` (final
+    score minus the heuristic's; want > 0), `belief_mae_vs_teacher` (belief MAE minus the Bayesian
+    teacher's, a student that states no belief counting as MAE 1.0; want <= 0.02) and
+    `invalid_rate` (want <= 0.05)."""
+    out = {"score_vs_heuristic": {}, "belief_mae_vs_teacher": {}, "invalid_rate": {}}
+    for condition, block in results["conditions"].items():
+        agents = block["agents"]
+        for agent, m in agents.items():
+            if not agent.startswith("student"):
+                continue
+            key = f"{condition}/{agent}"
+            out["invalid_rate"][key] = round(m["invalid_rate"], 4)
+            if "heuristic" in agents:
+                out["score_vs_heuristic"][key] = round(m["final_score"] - agents["heuristic"]["final_score"], 4)
+            if "bayes" in agents:
+                mae = 1.0 if m["belief_mae"] is None else m["belief_mae"]
+                out["belief_mae_vs_teacher"][key] = round(mae - agents["bayes"]["belief_mae"], 4)
+    return out
+
+
 def markdown_table(results: dict) -> str:
     grader = results["grader"]
     other = [g for g in results["graders"] if g != grader]

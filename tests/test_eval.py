@@ -142,3 +142,21 @@ def test_rhythm_eval_cli(sft_result, tmp_path, capsys):
     out = capsys.readouterr().out
     assert code == 0 and "| continuous | student |" in out and "| ood | heuristic |" in out
     assert list(tmp_path.glob("eval_results/*/eval_results.json"))
+
+
+def test_student_gaps_feed_the_checks_and_a_perfect_belief_is_not_a_missing_one():
+    from rhythm_core.eval_results import student_gaps
+
+    def agent(score, mae, invalid=0.0):
+        return {"final_score": score, "belief_mae": mae, "invalid_rate": invalid}
+
+    results = {"conditions": {
+        "continuous": {"agents": {"student_grpo": agent(0.50, 0.0, 0.01), "student_sft": agent(0.40, None, 0.2),
+                                  "heuristic": agent(0.45, None), "bayes": agent(0.70, 0.10)}},
+        "ood": {"agents": {"student_grpo": agent(0.30, 0.25)}},  # no baselines played: only the invalid rate
+    }}
+    gaps = student_gaps(results)
+    assert gaps["score_vs_heuristic"] == {"continuous/student_grpo": 0.05, "continuous/student_sft": -0.05}
+    assert gaps["belief_mae_vs_teacher"] == {"continuous/student_grpo": -0.1, "continuous/student_sft": 0.9}
+    assert gaps["invalid_rate"] == {"continuous/student_grpo": 0.01, "continuous/student_sft": 0.2,
+                                    "ood/student_grpo": 0.0}

@@ -7,7 +7,7 @@ import datasets
 
 from rhythm_core.conditions import parse_seeds
 from rhythm_core.dataset import check_no_eval_seeds
-from rhythm_core.eval_results import load_results
+from rhythm_core.eval_results import load_results, student_gaps
 from rhythm_core.trajectories import TrajectoryError, read_trajectories, replay_check
 from rhythm_pipeline.defs.assets.data import reeval_report, sft_dataset, teacher_trajectories
 from rhythm_pipeline.defs.assets.evaluation import eval_results
@@ -58,18 +58,9 @@ def sft_dataset_has_no_eval_seeds(sft_dataset: dict) -> dg.AssetCheckResult:
     )
 
 
-def _students(results: dict):
-    for condition, block in results["conditions"].items():
-        for agent, metrics in block["agents"].items():
-            if agent.startswith("student"):
-                yield condition, agent, metrics, block["agents"]
-
-
 @dg.asset_check(asset=eval_results, description="Each student beats the heuristic on every condition (active grader).")
 def students_beat_heuristic(eval_results: dict) -> dg.AssetCheckResult:
-    results = load_results(eval_results["json"])
-    margins = {f"{c}/{a}": round(m["final_score"] - agents["heuristic"]["final_score"], 4)
-               for c, a, m, agents in _students(results) if "heuristic" in agents}
+    margins = student_gaps(load_results(eval_results["json"]))["score_vs_heuristic"]
     losing = [k for k, v in margins.items() if v <= 0]
     return dg.AssetCheckResult(passed=not losing, severity=dg.AssetCheckSeverity.WARN, metadata=margins,
                                description=f"not above the heuristic: {', '.join(losing)}" if losing else "all above")
@@ -77,9 +68,7 @@ def students_beat_heuristic(eval_results: dict) -> dg.AssetCheckResult:
 
 @dg.asset_check(asset=eval_results, description="Each student's belief MAE is within 0.02 of the Bayesian teacher's.")
 def student_belief_close_to_teacher(eval_results: dict) -> dg.AssetCheckResult:
-    results = load_results(eval_results["json"])
-    gaps = {f"{c}/{a}": round((m["belief_mae"] or 1.0) - agents["bayes"]["belief_mae"], 4)
-            for c, a, m, agents in _students(results) if "bayes" in agents}
+    gaps = student_gaps(load_results(eval_results["json"]))["belief_mae_vs_teacher"]
     far = [k for k, v in gaps.items() if v > 0.02]
     return dg.AssetCheckResult(passed=not far, severity=dg.AssetCheckSeverity.WARN, metadata=gaps,
                                description=f"more than 0.02 worse than the teacher: {', '.join(far)}" if far
@@ -88,8 +77,7 @@ def student_belief_close_to_teacher(eval_results: dict) -> dg.AssetCheckResult:
 
 @dg.asset_check(asset=eval_results, description="Invalid (unparsable or illegal) student answers are at most 5%.")
 def student_invalid_answers_at_most_5pct(eval_results: dict) -> dg.AssetCheckResult:
-    results = load_results(eval_results["json"])
-    rates = {f"{c}/{a}": round(m["invalid_rate"], 4) for c, a, m, _ in _students(results)}
+    rates = student_gaps(load_results(eval_results["json"]))["invalid_rate"]
     high = [k for k, v in rates.items() if v > 0.05]
     return dg.AssetCheckResult(passed=not high, severity=dg.AssetCheckSeverity.WARN, metadata=rates,
                                description=f"above 5%: {', '.join(high)}" if high else "at most 5% everywhere")
