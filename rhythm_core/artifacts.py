@@ -35,6 +35,11 @@ def atomic_write_json(path, data) -> Path:
     return atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n")
 
 
+def write_result(directory, result: dict) -> Path:
+    """A training stage's result.json, the record that publishing, HF Jobs and the assets read back."""
+    return atomic_write_text(Path(directory) / "result.json", json.dumps(result, indent=2, default=str) + "\n")
+
+
 def sha256_file(path, chunk: int = 1 << 20) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as fh:

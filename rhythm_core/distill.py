@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from .artifacts import staging
+from .artifacts import staging, write_result
 from .eval_results import eval_results_stage
 from .eval_rollouts import DEFAULT_EVAL_SEEDS, eval_rollouts_stage
 from .stages import dataset_stage, publish_checkpoint, reeval_stage, teacher_stage
@@ -51,7 +51,7 @@ def run_distillation(out, preset: str = "long", *, grader: str = "v3", log: Call
         with staging(root / f"{stage}_checkpoint") as staged:
             result = run_stage(stage, config, data["path"], str(staged), init,
                                on_log=lambda e: log(json.dumps({k: v for k, v in e.items() if not isinstance(v, dict)})))
-            (staged / "result.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
+            write_result(staged, result)
             return publish_checkpoint(staged, root, f"{stage}_checkpoint")
 
     sft = timed("sft_checkpoint", lambda: train("sft", spec["sft"]))

@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from .artifacts import publish_dir, rebase_paths, sha256_file, staging
+from .artifacts import publish_dir, rebase_paths, sha256_file, staging, write_result
 from .conditions import TRAINING_SEEDS, parse_seeds
 from .graders import get_grader
 from .reeval import reeval_records, teacher_beats_heuristic, write_report
@@ -152,7 +152,7 @@ def publish_checkpoint(staged, root, stage: str) -> dict:
     version = digest.hexdigest()[:16]
     final = publish_dir(staged, Path(root) / stage / version)
     result = rebase_paths(result, staged, final)
-    (final / "result.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
+    write_result(final, result)
     return {**result, "version": version, "path": str(final)}
 
 

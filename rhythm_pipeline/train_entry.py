@@ -8,10 +8,10 @@ Dagster process.
 import json
 import sys
 import traceback
-from pathlib import Path
 
 from dagster_pipes import open_dagster_pipes
 
+from rhythm_core.artifacts import write_result
 from rhythm_core.training.entry import run_stage
 
 
@@ -30,8 +30,7 @@ def main() -> int:
             # The subprocess's stderr only reaches the compute logs; say why in the run's event log.
             pipes.log.error(f"training failed: {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=8)}")
             raise
-        Path(extras["out"], "result.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
-        pipes.report_custom_message({"result": str(Path(extras["out"], "result.json"))})
+        write_result(extras["out"], result)
     return 0
 
 

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..artifacts import rebase_paths, sha256_dir, sha256_file
+from ..artifacts import rebase_paths, sha256_dir, sha256_file, write_result
 from ..training.entry import LOG_PREFIX
 
 JOB_RESULT_PREFIX = "RHYTHM_JOB_RESULT "
@@ -510,5 +510,5 @@ def fetch_training_result(job: dict, out_dir, *, download: Callable[..., str]) -
                          job_url=job.get("job_url"))
     result = rebase_paths(json.loads(path.read_text()), job["remote_out_dir"], out_dir)
     result["hf_job"] = {k: job.get(k) for k in JOB_SUMMARY_KEYS}  # kept on disk: publishing re-reads it
-    path.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    write_result(out_dir, result)
     return result

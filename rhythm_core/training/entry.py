@@ -5,7 +5,7 @@
 
 The same command runs in a local subprocess (Dagster Pipes wraps it in rhythm_pipeline) and inside
 a Hugging Face Job, so local and remote training share one code path. Each training log entry is
-printed as a line `RHYTHM_LOG {json}`; the last line is `RHYTHM_RESULT {json}`.
+printed as a line `RHYTHM_LOG {json}`; the result is `<out>/result.json`.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ import json
 import sys
 from pathlib import Path
 
+from ..artifacts import write_result
+
 LOG_PREFIX = "RHYTHM_LOG "
-RESULT_PREFIX = "RHYTHM_RESULT "
 
 
 def run_stage(stage: str, config: dict, dataset: str, out: str, init: str | None = None, on_log=None,
@@ -50,8 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         print(LOG_PREFIX + json.dumps(entry, default=str), flush=True)
 
     result = run_stage(args.stage, config, args.dataset, args.out, args.init, on_log=emit, provenance=provenance)
-    Path(args.out, "result.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
-    print(RESULT_PREFIX + json.dumps(result, default=str), flush=True)
+    write_result(args.out, result)
     return 0
 
 

@@ -76,27 +76,24 @@ class ComputeResource(dg.ConfigurableResource):
     hf_image: str | None = None
 
     def train(self, context, *, stage: str, config: dict, dataset_dir: str, out_dir: str,
-              init_dir: str | None = None, provenance: dict | None = None) -> dict:
-        """Run one training stage into `out_dir` (which then holds result.json and model/)."""
+              init_dir: str | None = None, provenance: dict | None = None) -> None:
+        """Run one training stage into `out_dir`, which then holds result.json and model/."""
         if self.backend == "local":
             return self._train_local(context, stage, config, dataset_dir, out_dir, init_dir, provenance)
         if self.backend == "hf_jobs":
             return self._train_hf_jobs(context, stage, config, dataset_dir, out_dir, init_dir, provenance)
         raise ValueError(f"unknown compute backend {self.backend!r}; allowed: local, hf_jobs")
 
-    def _train_local(self, context, stage, config, dataset_dir, out_dir, init_dir, provenance) -> dict:
-        import json
+    def _train_local(self, context, stage, config, dataset_dir, out_dir, init_dir, provenance) -> None:
         import sys
-        from pathlib import Path
 
         extras = {"stage": stage, "config": config, "dataset": dataset_dir, "out": out_dir, "init": init_dir,
                   "provenance": provenance or {}}
         dg.PipesSubprocessClient().run(
             context=context, command=[sys.executable, "-m", "rhythm_pipeline.train_entry"], extras=extras,
         )
-        return json.loads(Path(out_dir, "result.json").read_text())
 
-    def _train_hf_jobs(self, context, stage, config, dataset_dir, out_dir, init_dir, provenance) -> dict:
+    def _train_hf_jobs(self, context, stage, config, dataset_dir, out_dir, init_dir, provenance) -> None:
         from functools import partial
         from pathlib import Path
 
@@ -112,7 +109,7 @@ class ComputeResource(dg.ConfigurableResource):
                                project_root=Path(rhythm_core.__file__).parents[1])
         context.log.info(f"HF job {job['job_id']} finished: {job['hub_repo_id']}@{job['hub_revision']}")
         # The lineage keeps a local copy; the Hub repo and revision stay in the metadata.
-        return fetch_training_result(job, out_dir, download=partial(snapshot_download, token=self.hf_token))
+        fetch_training_result(job, out_dir, download=partial(snapshot_download, token=self.hf_token))
 
 
 def _secret(name: str):
