@@ -11,10 +11,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from .artifacts import staging, write_result
+from .artifacts import write_result
 from .eval_results import eval_results_stage
 from .eval_rollouts import DEFAULT_EVAL_SEEDS, eval_rollouts_stage
-from .stages import dataset_stage, publish_checkpoint, reeval_stage, teacher_stage
+from .stages import dataset_stage, reeval_stage, teacher_stage, train_and_publish
 from .teacher import TeacherSettings
 from .training.entry import run_stage
 
@@ -48,11 +48,11 @@ def run_distillation(out, preset: str = "long", *, grader: str = "v3", log: Call
     data = timed("sft_dataset", lambda: dataset_stage(traj, root))
 
     def train(stage, config, init=None):
-        with staging(root / f"{stage}_checkpoint") as staged:
-            result = run_stage(stage, config, data["path"], str(staged), init,
-                               on_log=lambda e: log(json.dumps({k: v for k, v in e.items() if not isinstance(v, dict)})))
-            write_result(staged, result)
-            return publish_checkpoint(staged, root, f"{stage}_checkpoint")
+        def run(staged):
+            write_result(staged, run_stage(stage, config, data["path"], str(staged), init, on_log=lambda e: log(
+                json.dumps({k: v for k, v in e.items() if not isinstance(v, dict)}))))
+
+        return train_and_publish(root, f"{stage}_checkpoint", run)
 
     sft = timed("sft_checkpoint", lambda: train("sft", spec["sft"]))
     grpo = timed("grpo_checkpoint", lambda: train("grpo", {**spec["grpo"], "grader": grader}, sft["model_dir"]))

@@ -71,10 +71,6 @@ def sample_factors(condition: str, seeds) -> np.ndarray:
     return rng.norm_cdf(scale * z)
 
 
-def discrete_profile_name(seed: int) -> str:
-    return DISCRETE_NAMES[int(seed) % len(DISCRETE_NAMES)]
-
-
 @cache
 def prior_stats(condition: str) -> tuple[np.ndarray, float]:
     """Population prior of a condition: (mean true belief (3,), expected MAE of that constant).
@@ -108,7 +104,6 @@ __all__ = [
     "BELIEF_DIMS",
     "DISCRETE_NAMES",
     "DISCRETE_PROFILES",
-    "discrete_profile_name",
     "gaussian_prior",
     "prior_stats",
     "sample_factors",

@@ -19,18 +19,16 @@ def rollout(
     *,
     chunk_size: int = 4096,
     on_chunk: Callable[[int], None] | None = None,
-    reasoning: list | None = None,
 ) -> EpisodeBatch:
     """Play `agent` on every seed of `condition` (lockstep chunks of `chunk_size` episodes).
 
-    If `reasoning` is a list, each episode's per-step reasoning texts are appended to it.
     `on_chunk(n_done)` is called after each chunk (progress bars).
     """
     seeds = np.asarray(seeds, dtype=np.int64)
     parts = []
     for start in range(0, len(seeds), chunk_size):
         chunk = seeds[start : start + chunk_size]
-        parts.append(_rollout_chunk(agent, condition, chunk, reasoning))
+        parts.append(_rollout_chunk(agent, condition, chunk))
         if on_chunk is not None:
             on_chunk(len(chunk))
     if not parts:
@@ -47,25 +45,19 @@ def rollout(
     )
 
 
-def _rollout_chunk(agent: Agent, condition: str, seeds: np.ndarray, reasoning: list | None) -> EpisodeBatch:
+def _rollout_chunk(agent: Agent, condition: str, seeds: np.ndarray) -> EpisodeBatch:
     env = VectorRhythmEnv(condition)
     obs, _ = env.reset(seeds)
     agent.reset(env)
     n = len(seeds)
     beliefs = np.full((n, STEPS_PER_EPISODE, len(BELIEF_DIMS)), np.nan)
     invalid = np.zeros((n, STEPS_PER_EPISODE), dtype=bool)
-    texts = [[] for _ in range(n)] if reasoning is not None else None
     for t in range(STEPS_PER_EPISODE):
         decision = agent.act(obs)
         if decision.beliefs is not None:
             beliefs[:, t] = decision.beliefs
         if decision.invalid is not None:
             invalid[:, t] = decision.invalid
-        if texts is not None:
-            for i, text in enumerate(decision.reasoning or [""] * n):
-                texts[i].append(text)
         obs, *_ = env.step(decision.actions)
-    if reasoning is not None:
-        reasoning.extend(texts)
     return EpisodeBatch(condition, seeds, env.factors, env.meters_history.copy(), env.action_history.copy(),
                         beliefs, invalid, agent.name)

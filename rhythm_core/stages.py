@@ -138,6 +138,14 @@ def dataset_stage(trajectories: dict, root, *, filter: str = "none", filter_grad
     return {**summary, "version": version, "provenance": provenance}
 
 
+def train_and_publish(root, stage: str, train: Callable[[Path], None]) -> dict:
+    """Run `train(staged_dir)` (which leaves result.json and model/ there) and publish the directory
+    with `publish_checkpoint`; a failed run leaves nothing behind."""
+    with staging(Path(root) / stage) as staged:
+        train(staged)
+        return publish_checkpoint(staged, root, stage)
+
+
 def publish_checkpoint(staged, root, stage: str) -> dict:
     """Publish a trained stage's directory under <root>/<stage>/<weights hash>; returns result.json
     with its paths rewritten to the published location."""

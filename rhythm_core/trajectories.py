@@ -46,10 +46,6 @@ class TrajectoryFile:
     complete_bytes: int
     truncated_tail: bool  # the last line had no newline (a crash mid-write)
 
-    @property
-    def seeds(self) -> set[int]:
-        return {r["seed"] for r in self.records}
-
 
 def _fail(path, line_no, message) -> TrajectoryError:
     return TrajectoryError(f"{path}:{line_no}: {message}")

@@ -80,9 +80,12 @@ def test_scalar_env_with_batch_of_one_agent():
     agent.reset(env.vector)
     total = 0.0
     obs = env.vector._observation()
+    actions = []
     for _ in range(STEPS_PER_EPISODE):
-        action = int(agent.act(obs).actions[0])
-        _, reward, terminated, _, info = env.step(action)
+        actions.append(int(agent.act(obs).actions[0]))
+        _, reward, terminated, _, info = env.step(actions[-1])
         obs = env.vector._observation()
         total += reward
     assert terminated and "true_belief" in info and np.isfinite(total)
+    # the same decisions as the heuristic playing seed 42 through the vector env
+    assert actions == rollout(get_agent("heuristic"), "continuous", [42]).actions[0].tolist()

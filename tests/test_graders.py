@@ -25,6 +25,10 @@ def test_scores_in_unit_interval_and_single_matches_batch(name, rollouts):
     scores, parts = grader.grade_batch(episodes)
     assert scores.min() >= 0.0 and scores.max() <= 1.0
     assert set(parts) == set(grader.weights)
+    # the final score is the weighted sum of the components (weights summing to 1), rarely clipped
+    assert sum(grader.weights.values()) == pytest.approx(1.0)
+    weighted = sum(grader.weights[k] * parts[k] for k in grader.weights)
+    assert np.allclose(scores, np.clip(weighted, 0.0, 1.0)) and np.mean((scores > 0) & (scores < 1)) > 0.9
     one = grader.grade(episodes.subset(slice(3, 4)))
     assert one.final_score == pytest.approx(scores[3])
     assert one.components == pytest.approx({k: v[3] for k, v in parts.items()})

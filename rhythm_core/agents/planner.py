@@ -20,7 +20,6 @@ HORIZON = 4
 _WELLBEING_PER_STEP = 0.35 / STEPS_PER_EPISODE
 _PROGRESS = 0.30
 _CRASH_PER_STEP = 0.15 / STEPS_PER_EPISODE
-_TERMINAL_STEPS = STEPS_PER_EPISODE  # value the state left behind for the rest of the week
 _A = len(ACTIONS)
 
 
@@ -58,6 +57,6 @@ def action_values(tensor: np.ndarray, meters: np.ndarray, step: int, factors: np
         value += progress_w * (nxt[:, 2] - m[:, 2])
         value -= _CRASH_PER_STEP * _soft_crash(nxt)
         m = nxt
-    remaining = min(STEPS_PER_EPISODE - last, _TERMINAL_STEPS)
+    remaining = STEPS_PER_EPISODE - last  # the state left behind is valued for the rest of the week
     value += remaining * (_WELLBEING_PER_STEP * (m * w).sum(axis=1) - _CRASH_PER_STEP * _soft_crash(m))
     return value.reshape(n, _A)

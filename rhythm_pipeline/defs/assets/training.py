@@ -4,8 +4,7 @@
 
 import dagster as dg
 
-from rhythm_core.artifacts import staging
-from rhythm_core.stages import publish_checkpoint, push_checkpoint
+from rhythm_core.stages import push_checkpoint, train_and_publish
 from rhythm_core.training.grpo import GRPORunConfig
 from rhythm_core.training.sft import SFTRunConfig
 from rhythm_pipeline.defs.resources import ComputeResource, HubResource
@@ -55,11 +54,9 @@ class GrpoCheckpointConfig(dg.Config):
 
 def _train(context, compute: ComputeResource, stage: str, config: dict, dataset_dir: str, provenance: dict,
            init_dir: str | None = None) -> dict:
-    root = artifact_root(context)
-    with staging(root / stage) as staged:
-        compute.train(context, stage=stage.split("_")[0], config=config, dataset_dir=dataset_dir,
-                      out_dir=str(staged), init_dir=init_dir, provenance=provenance)
-        return publish_checkpoint(staged, root, stage)
+    return train_and_publish(artifact_root(context), stage, lambda staged: compute.train(
+        context, stage=stage.split("_")[0], config=config, dataset_dir=dataset_dir, out_dir=str(staged),
+        init_dir=init_dir, provenance=provenance))
 
 
 def _compute_metadata(result: dict, compute: ComputeResource) -> dict:
