@@ -3,10 +3,8 @@ training data (blocking), and the teacher beats the heuristic under the active g
 
 
 import dagster as dg
-import datasets
 
 from rhythm_core.conditions import parse_seeds
-from rhythm_core.dataset import check_no_eval_seeds
 from rhythm_core.eval_results import load_results, student_gaps
 from rhythm_core.trajectories import TrajectoryError, read_trajectories, replay_check
 from rhythm_pipeline.defs.assets.data import reeval_report, sft_dataset, teacher_trajectories
@@ -48,6 +46,11 @@ def teacher_beats_heuristic(reeval_report: dict) -> dg.AssetCheckResult:
 @dg.asset_check(asset=sft_dataset, blocking=True,
                 description="No evaluation seed (conditions.EVAL_SEEDS) appears in any split of the training data.")
 def sft_dataset_has_no_eval_seeds(sft_dataset: dict) -> dg.AssetCheckResult:
+    # Imported here: `datasets` (with pyarrow and pandas) would add ~1 s to every load of the definitions.
+    import datasets
+
+    from rhythm_core.dataset import check_no_eval_seeds
+
     leaked = check_no_eval_seeds(datasets.load_from_disk(sft_dataset["path"]))
     return dg.AssetCheckResult(
         passed=not leaked,
