@@ -83,7 +83,11 @@ def publish_dir(staged, final) -> Path:
     if final.exists():
         old = final.with_name(f".old-{final.name}-{os.getpid()}")
         os.replace(final, old)
-        os.replace(staged, final)
+        try:
+            os.replace(staged, final)
+        except BaseException:
+            os.replace(old, final)  # put the previous version back
+            raise
         shutil.rmtree(old, ignore_errors=True)
     else:
         os.replace(staged, final)

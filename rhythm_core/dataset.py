@@ -30,11 +30,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import shutil
 import tempfile
-import uuid
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
@@ -43,6 +41,7 @@ import datasets
 import numpy as np
 import yaml
 
+from .artifacts import atomic_write_text, publish_dir, staging
 from .conditions import EVAL_SEEDS
 from .env import VectorRhythmEnv
 from .profiles import sample_factors
@@ -231,12 +230,15 @@ def _episode_keys(ds: datasets.Dataset) -> list[tuple[str, int]]:
 
 def check_no_eval_seeds(dataset_dict) -> list[tuple[str, int]]:
     """(condition, seed) pairs of any split that are evaluation seeds; [] means the data is clean."""
-    found = set()
-    for split in dataset_dict:
-        for condition, s in _episode_keys(dataset_dict[split]):
-            if s in EVAL_SEEDS.get(condition, ()):
-                found.add((condition, s))
-    return sorted(found)
+    return _eval_hits(_episodes(dataset_dict))
+
+
+def _episodes(dataset_dict) -> dict[str, list[tuple[str, int]]]:
+    return {split: _episode_keys(dataset_dict[split]) for split in dataset_dict}
+
+
+def _eval_hits(episodes: dict[str, list[tuple[str, int]]]) -> list[tuple[str, int]]:
+    return sorted({(c, s) for keys in episodes.values() for c, s in keys if s in EVAL_SEEDS.get(c, ())})
 
 
 def content_hash(dataset_dict) -> str:
@@ -257,10 +259,12 @@ def content_hash(dataset_dict) -> str:
     return total.hexdigest()
 
 
-def dataset_summary(dataset_dict) -> dict:
+def dataset_summary(dataset_dict, episodes: dict | None = None) -> dict:
+    """Examples and episodes per split (`episodes`: the splits' episode keys, if already read)."""
+    episodes = episodes if episodes is not None else _episodes(dataset_dict)
     return {
         "examples": {split: len(dataset_dict[split]) for split in sorted(dataset_dict)},
-        "episodes": {split: len(_episode_keys(dataset_dict[split])) for split in sorted(dataset_dict)},
+        "episodes": {split: len(episodes[split]) for split in sorted(dataset_dict)},
     }
 
 
@@ -321,14 +325,13 @@ def _describe_teacher(teacher) -> str:
     return str(teacher)
 
 
-def _card(dataset_dict, provenance: dict, digest: str) -> str:
+def _card(dataset_dict, provenance: dict, digest: str, episodes: dict[str, list[tuple[str, int]]]) -> str:
     _check_no_secrets(provenance)
     provenance_json = json.dumps(provenance, sort_keys=True, indent=2, default=_json_default, allow_nan=False)
     splits = sorted(dataset_dict, key=lambda s: (SPLITS.index(s) if s in SPLITS else len(SPLITS), s))
-    summary = dataset_summary(dataset_dict)
+    summary = dataset_summary(dataset_dict, episodes)
     nonempty = [s for s in splits if len(dataset_dict[s])]
     total = sum(summary["examples"].values())
-    episodes = {s: _episode_keys(dataset_dict[s]) for s in splits}
     teachers = sorted({t for s in nonempty for t in set(dataset_dict[s]["teacher"])})
     features = next(iter(dataset_dict.values())).features
 
@@ -363,7 +366,7 @@ def _card(dataset_dict, provenance: dict, digest: str) -> str:
     fraction = provenance.get("validation_fraction", build.get("validation_fraction", "unknown"))
     source = provenance.get("source_file", "unknown")
     source_hash = provenance.get("source_sha256", "unknown")
-    eval_hits = check_no_eval_seeds(dataset_dict)
+    eval_hits = _eval_hits(episodes)
     lines = [
         "---", front.rstrip("\n"), "---", "",
         "# RhythmEnv teacher SFT data", "",
@@ -414,53 +417,27 @@ def _card(dataset_dict, provenance: dict, digest: str) -> str:
 def dataset_card(dataset_dict, provenance: dict) -> str:
     """README.md for the Hub: YAML front matter (license, task, tags, configs, dataset_info) and the
     provenance (teacher, grader, filter, seeds, counts, env version, source file hash). Deterministic."""
-    return _card(dataset_dict, provenance, content_hash(dataset_dict))
+    return _card(dataset_dict, provenance, content_hash(dataset_dict), _episodes(dataset_dict))
 
 
 # ---------------------------------------------------------------------------------------------
 # saving and publishing
-def _write_text(path: Path, text: str) -> None:
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-
-
-def save_sft_dataset(dataset_dict, out_dir, provenance: dict) -> dict:
-    """Write the dataset (save_to_disk), README.md and provenance.json to `out_dir`, atomically.
-
-    Everything goes to a temp dir next to out_dir first; only when it is complete is an existing
-    out_dir moved aside and the new one renamed into place (then the old one is deleted). A failure
-    before that leaves the previous out_dir untouched and removes the temp dir.
-    """
+def save_sft_dataset(dataset_dict, out_dir, provenance: dict, *, digest: str | None = None) -> dict:
+    """Write the dataset (save_to_disk), README.md and provenance.json to `out_dir`, atomically: all
+    of it goes to a staging directory beside `out_dir`, which replaces `out_dir` only when complete.
+    `digest`: the dataset's `content_hash`, if the caller already computed it."""
     out_dir = Path(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    digest = content_hash(dataset_dict)
-    summary = {**dataset_summary(dataset_dict), "content_hash": digest}
-    card = _card(dataset_dict, provenance, digest)  # also refuses secrets in the provenance
+    digest = digest or content_hash(dataset_dict)
+    episodes = _episodes(dataset_dict)
+    summary = {**dataset_summary(dataset_dict, episodes), "content_hash": digest}
+    card = _card(dataset_dict, provenance, digest, episodes)  # also refuses secrets in the provenance
     record = {**provenance, "sft_dataset": {"schema": DATASET_SCHEMA, **summary}}
     provenance_json = json.dumps(record, sort_keys=True, indent=2, default=_json_default, allow_nan=False) + "\n"
-
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
-    try:
+    with staging(out_dir.parent) as tmp:
         dataset_dict.save_to_disk(str(tmp))
-        _write_text(tmp / "README.md", card)
-        _write_text(tmp / "provenance.json", provenance_json)
-        old = None
-        if out_dir.exists():
-            old = out_dir.parent / f".{out_dir.name}.old-{uuid.uuid4().hex[:8]}"
-            out_dir.rename(old)
-        try:
-            tmp.rename(out_dir)
-        except BaseException:
-            if old is not None:
-                old.rename(out_dir)
-            raise
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+        atomic_write_text(tmp / "README.md", card)
+        atomic_write_text(tmp / "provenance.json", provenance_json)
+        publish_dir(tmp, out_dir)
     return {"path": str(out_dir), **summary}
 
 

@@ -126,7 +126,8 @@ def dataset_stage(trajectories: dict, root, *, filter: str = "none", filter_grad
     records = read_trajectories(trajectories["path"], allow_truncated_tail=False).records
     keep = seeds_where_teacher_beats_heuristic(records, filter_grader) if filter == "beat_heuristic" else None
     dataset = build_sft_dataset(records, validation_fraction=validation_fraction, keep_seeds=keep, seed=split_seed)
-    version = content_hash(dataset)[:16]
+    digest = content_hash(dataset)
+    version = digest[:16]
     provenance = {
         "teacher": records[0]["teacher"], "env_version": ENV_VERSION, "condition": trajectories["condition"],
         "seeds": trajectories["seeds"], "source_trajectories": trajectories["path"],
@@ -134,7 +135,7 @@ def dataset_stage(trajectories: dict, root, *, filter: str = "none", filter_grad
         "filter_grader": filter_grader if filter != "none" else None, "validation_fraction": validation_fraction,
         "split_seed": split_seed, "episodes_in_source": len(records),
     }
-    summary = save_sft_dataset(dataset, Path(root) / "sft_dataset" / version, provenance)
+    summary = save_sft_dataset(dataset, Path(root) / "sft_dataset" / version, provenance, digest=digest)
     return {**summary, "version": version, "provenance": provenance}
 
 

@@ -382,3 +382,27 @@ def test_push_to_a_branch_and_token_guard(built, tmp_path):
         with pytest.raises(RuntimeError, match="contains the Hub token"):
             push_to_hub(out, "someone/rhythm-sft", api=leaky)
         assert [n for n, _ in leaky.calls] == ["create_repo"] and not (tmp_path / "never").exists()
+
+
+def test_publish_puts_the_previous_version_back_if_the_final_rename_fails(tmp_path, monkeypatch):
+    import os
+
+    from rhythm_core.artifacts import publish_dir
+
+    final, staged = tmp_path / "v1", tmp_path / ".staging-x"
+    final.mkdir()
+    (final / "data").write_text("old")
+    staged.mkdir()
+    (staged / "data").write_text("new")
+    real_replace, calls = os.replace, []
+
+    def replace(src, dst):
+        calls.append((src, dst))
+        if len(calls) == 2:  # the staged directory moving into place
+            raise OSError("device busy")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    with pytest.raises(OSError, match="device busy"):
+        publish_dir(staged, final)
+    assert (final / "data").read_text() == "old" and (staged / "data").read_text() == "new"
