@@ -43,11 +43,10 @@ import yaml
 
 from .artifacts import atomic_write_text, publish_dir, staging
 from .conditions import EVAL_SEEDS
-from .env import VectorRhythmEnv
 from .profiles import sample_factors
 from .protocol import SYSTEM_PROMPT, format_answer
-from .spec import ACTION_INDEX, ENV_VERSION, STEPS_PER_EPISODE, true_belief
-from .trajectories import validate_record
+from .spec import ENV_VERSION, STEPS_PER_EPISODE, true_belief
+from .trajectories import replay, validate_record
 
 SPLITS = ("train", "validation")
 DATASET_SCHEMA = "rhythm-sft-1"
@@ -99,27 +98,20 @@ def _replay_states(condition: str, records: list[dict], keep: list[list[bool]]) 
     The recorded meters must match the replay (else the file is corrupt or from another env), so a
     restored state is exactly the state the teacher saw.
     """
-    seeds = np.array([r["seed"] for r in records], dtype=np.int64)
-    actions = np.array([[ACTION_INDEX[a] for a in r["actions"]] for r in records], dtype=np.int64)
-    recorded = np.array([r["meters"] for r in records], dtype=np.float64)
-    env = VectorRhythmEnv(condition)
-    env.reset(seeds)
     states: list[list[str | None]] = [[None] * STEPS_PER_EPISODE for _ in records]
-    for t in range(STEPS_PER_EPISODE + 1):
-        bad = np.flatnonzero(~np.isclose(env.meters, recorded[:, t], atol=1e-9).all(axis=1))
-        if bad.size:
-            raise ValueError(
-                f"{condition} seed {int(seeds[bad[0]])}: recorded meters at step {t} do not match a replay of its "
-                f"actions in {ENV_VERSION}; {bad.size} episode(s) differ"
-            )
-        if t == STEPS_PER_EPISODE:
-            break
+
+    def keep_states(t, env):
         rows = [i for i in range(len(records)) if keep[i][t]]
         if rows:
             snap = env.snapshot()
             for i in rows:
                 states[i][t] = snap.episode(i).to_json()
-        env.step(actions[:, t])
+
+    bad = replay(condition, records, keep_states)
+    if bad:
+        (i, t) = bad[0]
+        raise ValueError(f"{condition} seed {records[i]['seed']}: recorded meters at step {t} do not match a replay "
+                         f"of its actions in {ENV_VERSION}; {len(bad)} episode(s) differ")
     return states
 
 

@@ -27,7 +27,7 @@ import numpy as np
 from .conditions import CONDITIONS, check_seed
 from .env import VectorRhythmEnv
 from .episode import EpisodeBatch
-from .spec import ACTIONS, BELIEF_DIMS, ENV_VERSION, METERS, STEPS_PER_EPISODE
+from .spec import ACTION_INDEX, ACTIONS, BELIEF_DIMS, ENV_VERSION, METERS, STEPS_PER_EPISODE
 
 SCHEMA = "rhythm-trajectory-1"
 _REQUIRED = ("schema", "env_version", "condition", "seed", "teacher", "steps", "actions", "beliefs", "invalid", "meters")
@@ -118,24 +118,34 @@ def read_trajectories(path, *, allow_truncated_tail: bool = True) -> TrajectoryF
     return TrajectoryFile(path, records, offset, truncated)
 
 
+def replay(condition: str, records: list[dict], on_step=None) -> list[tuple[int, int]]:
+    """Re-simulate `records` (episodes of `condition`) from their seeds and actions in one vector env,
+    calling `on_step(t, env)` before step t's actions. Returns (episode index, first differing step)
+    for every episode whose recorded meters do not match the replay."""
+    env = VectorRhythmEnv(condition)
+    env.reset(np.array([r["seed"] for r in records], dtype=np.int64))
+    actions = np.array([[ACTION_INDEX[a] for a in r["actions"]] for r in records], dtype=np.int64)
+    for t in range(STEPS_PER_EPISODE):
+        if on_step is not None:
+            on_step(t, env)
+        env.step(actions[:, t])
+    recorded = np.array([r["meters"] for r in records], dtype=np.float64)
+    close = np.isclose(recorded, env.meters_history, atol=1e-9).all(axis=2)  # (episodes, steps + 1)
+    return [(int(i), int(np.argmin(close[i]))) for i in np.flatnonzero(~close.all(axis=1))]
+
+
 def replay_check(records: list[dict], path="<records>") -> None:
     """Re-simulate every episode from its seed and actions; the recorded meters must match exactly."""
     by_condition: dict[str, list[int]] = {}
     for i, r in enumerate(records):
         by_condition.setdefault(r["condition"], []).append(i)
     for condition, index in by_condition.items():
-        seeds = np.array([records[i]["seed"] for i in index])
-        env = VectorRhythmEnv(condition)
-        env.reset(seeds)
-        for t in range(STEPS_PER_EPISODE):
-            env.step(np.array([ACTIONS.index(records[i]["actions"][t]) for i in index]))
-        recorded = np.array([records[i]["meters"] for i in index], dtype=np.float64)
-        bad = np.flatnonzero(~np.isclose(recorded, env.meters_history, atol=1e-9).all(axis=(1, 2)))
-        if bad.size:
-            first = index[bad[0]]
+        bad = replay(condition, [records[i] for i in index])
+        if bad:
+            first = index[bad[0][0]]
             raise TrajectoryError(
                 f"{path}: episode {first + 1} (seed {records[first]['seed']}): recorded meters do not match a replay "
-                f"of its actions in {ENV_VERSION}; {bad.size} episode(s) differ"
+                f"of its actions in {ENV_VERSION}; {len(bad)} episode(s) differ"
             )
 
 

@@ -15,7 +15,6 @@ import pytest
 import yaml
 from huggingface_hub import CommitInfo, HfApi, RepoUrl
 
-from rhythm_core import dataset as sft
 from rhythm_core.dataset import (
     assign_splits,
     build_sft_dataset,
@@ -29,7 +28,7 @@ from rhythm_core.dataset import (
 from rhythm_core.env import EnvState, RhythmEnv, VectorRhythmEnv
 from rhythm_core.profiles import sample_factors
 from rhythm_core.protocol import SYSTEM_PROMPT, parse_answer
-from rhythm_core.spec import METERS, STEPS_PER_EPISODE, true_belief
+from rhythm_core.spec import ACTION_INDEX, METERS, STEPS_PER_EPISODE, true_belief
 from rhythm_core.teacher import TeacherSettings, run_teacher
 from rhythm_core.trajectories import read_trajectories
 
@@ -125,6 +124,11 @@ def test_replay_mismatch_is_an_error(records):
     edited[1]["meters"][7][0] += 0.01
     with pytest.raises(ValueError, match=f"seed {edited[1]['seed']}.*step 7"):
         build_sft_dataset(edited)
+    from rhythm_core.trajectories import TrajectoryError, replay_check
+
+    replay_check(records[:2])  # the untouched records replay exactly
+    with pytest.raises(TrajectoryError, match=f"episode 2 \\(seed {edited[1]['seed']}\\).*1 episode\\(s\\) differ"):
+        replay_check(edited)
 
 
 def test_duplicate_and_empty_inputs(records):
@@ -205,7 +209,7 @@ def test_env_state_restores_the_prompt_state(records, built):
         if row["step"] > 0:
             assert obs.item(0).last_action == observed["last_action"]
             np.testing.assert_allclose(obs.anomaly[0], [observed["anomaly"][m] for m in METERS], atol=5.1e-5)
-        after, *_ = env.step(np.array([sft.ACTION_INDEX[step["action"]]]))
+        after, *_ = env.step(np.array([ACTION_INDEX[step["action"]]]))
         assert after.meters[0].tolist() == [step["meters_after"][m] for m in METERS]
     # the scalar env restores the same one-episode snapshot
     row = built["train"][10]
