@@ -16,17 +16,20 @@ _SHOWN = ("teacher", "teacher_backend", "teacher_model", "condition", "seeds", "
           "final_reward", "filter", "examples_train", "hub_repo_id", "hub_revision", "hf_job_id", "artifact_path")
 
 
-def lineage_metadata(context: dg.AssetExecutionContext, upstream: dict[str, dict] | None = None,
-                     config: dg.Config | None = None) -> dict:
+def lineage_metadata(context: dg.AssetExecutionContext | dg.OpExecutionContext, upstream: dict[str, dict] | None = None,
+                     config: dg.Config | dict | None = None, *, code_version: str | None = None) -> dict:
     """Provenance every asset reports: its code version, the env version, the data versions of the
-    upstream artifacts it read, and the config it ran with."""
+    upstream artifacts it read, and the config it ran with. An op inside a graph asset passes the
+    asset's `code_version` (and its config as a dict) itself."""
+    if code_version is None:
+        code_version = context.assets_def.code_versions_by_key.get(context.asset_key) or ""
     meta = {
-        "code_version": context.assets_def.code_versions_by_key.get(context.asset_key) or "",
+        "code_version": code_version,
         "env_version": ENV_VERSION,
         "upstream_data_versions": dg.MetadataValue.json({k: v["version"] for k, v in (upstream or {}).items()}),
     }
     if config is not None:
-        meta["config"] = dg.MetadataValue.json(config.model_dump())
+        meta["config"] = dg.MetadataValue.json(config if isinstance(config, dict) else config.model_dump())
     return meta
 
 

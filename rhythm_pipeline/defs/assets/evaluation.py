@@ -15,7 +15,6 @@ from rhythm_core.eval_rollouts import (
     play_condition,
     publish_rollouts,
 )
-from rhythm_core.spec import ENV_VERSION
 from rhythm_core.training.generation import SamplingConfig
 from rhythm_pipeline.lineage import lineage_metadata, png_metadata, versioned_output
 from rhythm_pipeline.settings import ACTIVE_GRADER, GRADING_AUTOMATION, GRADING_TAGS, artifact_root
@@ -81,9 +80,8 @@ def publish_eval_rollouts(context: dg.OpExecutionContext, plan: dict, continuous
         **{f"invalid_rate_{f['player']}_{f['condition']}": f["invalid_rate"] for f in files.values()
            if f["player"].startswith("student")},
         "seeds": dg.MetadataValue.json(plan["seeds"]), "sampling": dg.MetadataValue.json(plan["sampling"]),
-        "base_model": sft.get("base_model"), "code_version": EVAL_ROLLOUTS_CODE_VERSION, "env_version": ENV_VERSION,
-        "upstream_data_versions": dg.MetadataValue.json({k: v["version"] for k, v in upstream.items()}),
-        "config": dg.MetadataValue.json(plan["config"]),
+        "base_model": sft.get("base_model"),
+        **lineage_metadata(context, upstream, plan["config"], code_version=EVAL_ROLLOUTS_CODE_VERSION),
     })
 
 
