@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 
 from rhythm_core.agents import BayesAgent, heuristic_actions
+from rhythm_core.agents.rollout import rollout
 from rhythm_core.env import RhythmEnv, VectorRhythmEnv
-from rhythm_core.rollout import rollout
-from rhythm_core.spec import ACTIONS, STEPS_PER_EPISODE
+from rhythm_core.env.spec import ACTIONS, STEPS_PER_EPISODE
 
 
 def best_of(fn, repeats=3):

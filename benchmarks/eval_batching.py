@@ -18,10 +18,10 @@ from pathlib import Path
 
 
 def quick_checkpoint(tmp: Path) -> str:
-    from rhythm_core.dataset import build_sft_dataset, save_sft_dataset
-    from rhythm_core.teacher import TeacherSettings, run_teacher
+    from rhythm_core.data.sft_dataset import build_sft_dataset, save_sft_dataset
+    from rhythm_core.teacher.run import TeacherSettings, run_teacher
+    from rhythm_core.teacher.trajectories import read_trajectories
     from rhythm_core.training.sft import SFTRunConfig, run_sft
-    from rhythm_core.trajectories import read_trajectories
 
     run_teacher(TeacherSettings(), "continuous", range(1000, 1032), tmp / "t.jsonl")
     save_sft_dataset(build_sft_dataset(read_trajectories(tmp / "t.jsonl").records), tmp / "sft", {})
@@ -35,7 +35,7 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=None, help="default: the checkpoint's recommendation")
     args = parser.parse_args()
 
-    from rhythm_core.eval_rollouts import play_records
+    from rhythm_core.evaluation.rollouts import play_records
     from rhythm_core.training.generation import SamplingConfig
     from rhythm_core.training.policy import LLMPolicyAgent
 

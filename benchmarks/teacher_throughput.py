@@ -21,9 +21,9 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from rhythm_core.spec import STEPS_PER_EPISODE  # noqa: E402
-from rhythm_core.teacher import TeacherSettings, run_teacher  # noqa: E402
-from rhythm_core.trajectories import read_trajectories, replay_check  # noqa: E402
+from rhythm_core.env.spec import STEPS_PER_EPISODE  # noqa: E402
+from rhythm_core.teacher.run import TeacherSettings, run_teacher  # noqa: E402
+from rhythm_core.teacher.trajectories import read_trajectories, replay_check  # noqa: E402
 from tests.openai_server import serve  # noqa: E402
 
 LATENCY_S = 0.2

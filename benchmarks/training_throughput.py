@@ -61,11 +61,11 @@ def main() -> None:
 
     import torch
 
-    from rhythm_core.dataset import build_sft_dataset, save_sft_dataset
-    from rhythm_core.teacher import TeacherSettings, run_teacher
+    from rhythm_core.data.sft_dataset import build_sft_dataset, save_sft_dataset
+    from rhythm_core.teacher.run import TeacherSettings, run_teacher
+    from rhythm_core.teacher.trajectories import read_trajectories
     from rhythm_core.training.grpo import GRPORunConfig, run_grpo
     from rhythm_core.training.sft import SFTRunConfig, run_sft
-    from rhythm_core.trajectories import read_trajectories
 
     device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,0 +1,17 @@
+"""rhythm_core: the RhythmEnv distillation recipe as plain Python (no Dagster import anywhere).
+
+Packages follow the lineage, lowest layer first; a package imports only those above it in this list:
+
+    env/         the simulator: spec, conditions, profiles, dynamics, the envs, episodes, seeded rng
+    graders/     versioned graders (v2, v3): a finished episode -> final_score with components
+    agents/      random, heuristic, constant-belief, fallback, Bayesian teacher, oracle
+    teacher/     teachers playing training seeds into resumable trajectory JSONL files
+    data/        the re-grade report and the SFT dataset made from teacher trajectories
+    training/    the offline tiny base model, SFT and GRPO with TRL, LLM policies
+    evaluation/  baseline tables, evaluation rollouts and graded results
+    compute/     remote training backends (Hugging Face Jobs)
+
+At the top, only what spans stages: `protocol` (prompts and answers between the env and a language
+model; imported by teacher/, data/, training/), `artifacts` (atomic publishing), `stages` (each
+stage as a function), `distill` (the whole recipe with presets) and `cli` (the `rhythm` command).
+"""

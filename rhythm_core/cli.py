@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from .conditions import CONDITIONS, check_seed, parse_seeds
+from .env.conditions import CONDITIONS, check_seed, parse_seeds
 
 
 def _agents_arg(text: str) -> list[str]:
@@ -24,7 +24,7 @@ def _cmd_baselines(args) -> int:
     import polars as pl
     from tqdm import tqdm
 
-    from .evaluation import BASELINE_AGENTS, baselines_table, run_baselines
+    from .evaluation.baselines import BASELINE_AGENTS, baselines_table, run_baselines
 
     seeds = parse_seeds(args.seeds)
     for seed in (seeds[0], seeds[-1]):
@@ -48,7 +48,7 @@ def _cmd_teacher(args) -> int:
 
     from tqdm import tqdm
 
-    from .teacher import TeacherSettings, run_teacher
+    from .teacher.run import TeacherSettings, run_teacher
 
     seeds = parse_seeds(args.seeds)
     settings = TeacherSettings(
@@ -73,7 +73,7 @@ def _cmd_teacher(args) -> int:
 
 
 def _cmd_reeval(args) -> int:
-    from .reeval import reeval_file
+    from .data.reeval_report import reeval_file
 
     report = reeval_file(args.jsonl, args.grader, args.out, compare_grader=args.compare)
     print(report.markdown())
@@ -82,13 +82,13 @@ def _cmd_reeval(args) -> int:
 
 
 def _cmd_dataset(args) -> int:
-    from .dataset import build_sft_dataset, save_sft_dataset
-    from .trajectories import read_trajectories
+    from .data.sft_dataset import build_sft_dataset, save_sft_dataset
+    from .teacher.trajectories import read_trajectories
 
     records = read_trajectories(args.jsonl, allow_truncated_tail=False).records
     keep = None
     if args.filter == "beat_heuristic":
-        from .reeval import seeds_where_teacher_beats_heuristic
+        from .data.reeval_report import seeds_where_teacher_beats_heuristic
 
         keep = seeds_where_teacher_beats_heuristic(records, args.grader)
     dataset = build_sft_dataset(records, validation_fraction=args.validation_fraction, keep_seeds=keep)
@@ -103,8 +103,8 @@ def _cmd_dataset(args) -> int:
 def _cmd_eval(args) -> int:
     from tqdm import tqdm
 
-    from .eval_results import eval_results_stage
-    from .eval_rollouts import eval_rollouts_stage
+    from .evaluation.results import eval_results_stage
+    from .evaluation.rollouts import eval_rollouts_stage
     from .training.generation import SamplingConfig
     from .training.models import checkpoint_info, resolve_model_dir
 
@@ -186,7 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--validation-fraction", type=float, default=0.1)
     p.set_defaults(func=_cmd_dataset)
 
-    from .eval_rollouts import DEFAULT_EVAL_SEEDS, EVAL_BASELINES
+    from .evaluation.rollouts import DEFAULT_EVAL_SEEDS, EVAL_BASELINES
 
     p = sub.add_parser("eval", help="play a checkpoint and the baselines on the evaluation seeds, then grade")
     p.add_argument("--checkpoint", required=True, help="model directory (or a published checkpoint folder)")

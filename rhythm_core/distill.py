@@ -12,10 +12,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .artifacts import write_result
-from .eval_results import eval_results_stage
-from .eval_rollouts import DEFAULT_EVAL_SEEDS, eval_rollouts_stage
+from .evaluation.results import eval_results_stage
+from .evaluation.rollouts import DEFAULT_EVAL_SEEDS, eval_rollouts_stage
 from .stages import dataset_stage, reeval_stage, teacher_stage, train_and_publish
-from .teacher import TeacherSettings
+from .teacher.run import TeacherSettings
 from .training.entry import run_stage
 
 PRESETS: dict[str, dict] = {

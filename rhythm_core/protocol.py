@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .dynamics import NOISE_SD
-from .spec import ACTIONS, BELIEF_DIMS, METERS, SLOTS, STEPS_PER_EPISODE, action_index
+from .env.dynamics import NOISE_SD
+from .env.spec import ACTIONS, BELIEF_DIMS, METERS, SLOTS, STEPS_PER_EPISODE, action_index
 
 SYSTEM_PROMPT = f"""\
 You are a personal rhythm coach. For one week (7 days x 4 slots: morning, afternoon, evening, \

@@ -13,12 +13,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .artifacts import publish_dir, rebase_paths, sha256_file, staging, write_result
-from .conditions import TRAINING_SEEDS, parse_seeds
+from .data.reeval_report import reeval_records, teacher_beats_heuristic, write_report
+from .env.conditions import TRAINING_SEEDS, parse_seeds
+from .env.spec import ENV_VERSION
 from .graders import get_grader
-from .reeval import reeval_records, teacher_beats_heuristic, write_report
-from .spec import ENV_VERSION
-from .teacher import TeacherSettings, run_teacher
-from .trajectories import read_trajectories, to_episode_batch
+from .teacher.run import TeacherSettings, run_teacher
+from .teacher.trajectories import read_trajectories, to_episode_batch
 
 
 class StageIncomplete(RuntimeError):
@@ -118,8 +118,8 @@ def dataset_stage(trajectories: dict, root, *, filter: str = "none", filter_grad
     seed under `filter_grader` — a fixed choice of the dataset's config, not the active grader, so a
     grader switch never changes training data (nor, through it, any checkpoint).
     """
-    from .dataset import build_sft_dataset, content_hash, save_sft_dataset
-    from .reeval import seeds_where_teacher_beats_heuristic
+    from .data.reeval_report import seeds_where_teacher_beats_heuristic
+    from .data.sft_dataset import build_sft_dataset, content_hash, save_sft_dataset
 
     if filter not in DATASET_FILTERS:
         raise ValueError(f"unknown dataset filter {filter!r}; allowed: {', '.join(DATASET_FILTERS)}")

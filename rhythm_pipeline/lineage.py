@@ -8,7 +8,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from rhythm_core.spec import ENV_VERSION
+from rhythm_core.env.spec import ENV_VERSION
 
 # Metadata keys worth showing when walking the chain, in this order.
 _SHOWN = ("teacher", "teacher_backend", "teacher_model", "condition", "seeds", "episodes", "grader",

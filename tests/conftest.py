@@ -1,10 +1,10 @@
 import numpy as np
 import pytest
 
-from rhythm_core.dataset import build_sft_dataset, save_sft_dataset
-from rhythm_core.rollout import rollout
-from rhythm_core.teacher import TeacherSettings, run_teacher
-from rhythm_core.trajectories import read_trajectories
+from rhythm_core.agents.rollout import rollout
+from rhythm_core.data.sft_dataset import build_sft_dataset, save_sft_dataset
+from rhythm_core.teacher.run import TeacherSettings, run_teacher
+from rhythm_core.teacher.trajectories import read_trajectories
 
 
 @pytest.fixture(scope="session")

@@ -2,9 +2,9 @@ import numpy as np
 import pytest
 
 from rhythm_core.agents import AGENTS, BayesAgent, get_agent
+from rhythm_core.agents.rollout import rollout
 from rhythm_core.env import RhythmEnv, VectorRhythmEnv
-from rhythm_core.rollout import rollout
-from rhythm_core.spec import BELIEF_DIMS, FACTORS, STEPS_PER_EPISODE
+from rhythm_core.env.spec import BELIEF_DIMS, FACTORS, STEPS_PER_EPISODE
 
 
 def test_registry():

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from huggingface_hub import CommitInfo, HfApi, RepoUrl
 
-from rhythm_core.dataset import (
+from rhythm_core.data.sft_dataset import (
     assign_splits,
     build_sft_dataset,
     check_no_eval_seeds,
@@ -26,11 +26,11 @@ from rhythm_core.dataset import (
     seed_ranges,
 )
 from rhythm_core.env import EnvState, RhythmEnv, VectorRhythmEnv
-from rhythm_core.profiles import sample_factors
+from rhythm_core.env.profiles import sample_factors
+from rhythm_core.env.spec import ACTION_INDEX, METERS, STEPS_PER_EPISODE, true_belief
 from rhythm_core.protocol import SYSTEM_PROMPT, parse_answer
-from rhythm_core.spec import ACTION_INDEX, METERS, STEPS_PER_EPISODE, true_belief
-from rhythm_core.teacher import TeacherSettings, run_teacher
-from rhythm_core.trajectories import read_trajectories
+from rhythm_core.teacher.run import TeacherSettings, run_teacher
+from rhythm_core.teacher.trajectories import read_trajectories
 
 SEEDS = list(range(1000, 1012))
 CANARY = "hf_" + "CANARYtokenDoNotLeak0123456789abcdef"  # built, so no token-shaped literal is committed
@@ -124,7 +124,7 @@ def test_replay_mismatch_is_an_error(records):
     edited[1]["meters"][7][0] += 0.01
     with pytest.raises(ValueError, match=f"seed {edited[1]['seed']}.*step 7"):
         build_sft_dataset(edited)
-    from rhythm_core.trajectories import TrajectoryError, replay_check
+    from rhythm_core.teacher.trajectories import TrajectoryError, replay_check
 
     replay_check(records[:2])  # the untouched records replay exactly
     with pytest.raises(TrajectoryError, match=f"episode 2 \\(seed {edited[1]['seed']}\\).*1 episode\\(s\\) differ"):

@@ -1,11 +1,10 @@
 import numpy as np
 import pytest
 
-from rhythm_core import rng
-from rhythm_core.conditions import CONDITIONS, EVAL_SEEDS, TRAINING_SEEDS, check_seed, parse_seeds
-from rhythm_core.env import EnvState, RhythmEnv, VectorRhythmEnv
-from rhythm_core.profiles import sample_factors
-from rhythm_core.spec import ACTIONS, FACTORS, METERS, STEPS_PER_EPISODE, true_belief
+from rhythm_core.env import EnvState, RhythmEnv, VectorRhythmEnv, rng
+from rhythm_core.env.conditions import CONDITIONS, EVAL_SEEDS, TRAINING_SEEDS, check_seed, parse_seeds
+from rhythm_core.env.profiles import sample_factors
+from rhythm_core.env.spec import ACTIONS, FACTORS, METERS, STEPS_PER_EPISODE, true_belief
 
 RANDOM = rng.stream_id("tests:actions")
 

@@ -10,8 +10,8 @@ import pytest
 
 from rhythm_core.cli import main
 from rhythm_core.env import VectorRhythmEnv
-from rhythm_core.eval_results import compute_results, eval_results_stage, validate_results
-from rhythm_core.eval_rollouts import eval_rollouts_stage, eval_seed_list, play_records
+from rhythm_core.evaluation.results import compute_results, eval_results_stage, validate_results
+from rhythm_core.evaluation.rollouts import eval_rollouts_stage, eval_seed_list, play_records
 from rhythm_core.training.generation import SamplingConfig
 from rhythm_core.training.models import CheckpointError
 from rhythm_core.training.policy import LLMPolicyAgent
@@ -145,7 +145,7 @@ def test_rhythm_eval_cli(sft_result, tmp_path, capsys):
 
 
 def test_student_gaps_feed_the_checks_and_a_perfect_belief_is_not_a_missing_one():
-    from rhythm_core.eval_results import student_gaps
+    from rhythm_core.evaluation.results import student_gaps
 
     def agent(score, mae, invalid=0.0):
         return {"final_score": score, "belief_mae": mae, "invalid_rate": invalid}

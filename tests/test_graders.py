@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
+from rhythm_core.env.profiles import prior_stats
 from rhythm_core.graders import GRADERS, get_grader
-from rhythm_core.profiles import prior_stats
 
 
 def with_beliefs(episodes, belief):

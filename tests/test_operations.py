@@ -7,9 +7,9 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from rhythm_core.conditions import EVAL_SEEDS, TRAINING_SEEDS, parse_seeds
-from rhythm_core.eval_results import append_history
-from rhythm_core.eval_rollouts import DEFAULT_EVAL_SEEDS, evaluation_window
+from rhythm_core.env.conditions import EVAL_SEEDS, TRAINING_SEEDS, parse_seeds
+from rhythm_core.evaluation.results import append_history
+from rhythm_core.evaluation.rollouts import DEFAULT_EVAL_SEEDS, evaluation_window
 from rhythm_pipeline.definitions import defs
 
 

@@ -90,9 +90,9 @@ def test_evaluation_seeds_are_refused_as_training_data(instance):
 
 
 def test_eval_seed_check_blocks_a_leaky_dataset(tmp_path):
-    from rhythm_core.dataset import build_sft_dataset, save_sft_dataset
-    from rhythm_core.teacher import TeacherSettings, run_teacher
-    from rhythm_core.trajectories import read_trajectories
+    from rhythm_core.data.sft_dataset import build_sft_dataset, save_sft_dataset
+    from rhythm_core.teacher.run import TeacherSettings, run_teacher
+    from rhythm_core.teacher.trajectories import read_trajectories
 
     path = tmp_path / "leaky.jsonl"
     run_teacher(TeacherSettings(), "continuous", [5, 1000], path)  # seed 5 is an evaluation seed
@@ -145,8 +145,8 @@ def test_api_key_never_reaches_disk_logs_or_event_log(instance, monkeypatch, tmp
 
 
 def test_beat_heuristic_filter_keeps_only_winning_episodes(instance):
-    from rhythm_core.reeval import seeds_where_teacher_beats_heuristic
-    from rhythm_core.trajectories import read_trajectories
+    from rhythm_core.data.reeval_report import seeds_where_teacher_beats_heuristic
+    from rhythm_core.teacher.trajectories import read_trajectories
 
     result = dg.materialize(
         [*ASSETS, *CHECKS], instance=instance, resources={"teacher": TeacherResource(), "hub": HubResource()},

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rhythm_core.env import Observation, RhythmEnv
+from rhythm_core.env.spec import ACTIONS, BELIEF_DIMS, METERS, SLOTS, STEPS_PER_EPISODE
 from rhythm_core.protocol import (
     SYSTEM_PROMPT,
     ParsedAnswer,
@@ -19,7 +20,6 @@ from rhythm_core.protocol import (
     render_messages,
     render_user_prompt,
 )
-from rhythm_core.spec import ACTIONS, BELIEF_DIMS, METERS, SLOTS, STEPS_PER_EPISODE
 
 VALID = '{"reasoning": "tired", "belief": {"social": 0.3, "morning": 0.7, "work": 0.5}, "action": "NAP"}'
 BELIEF = {"social": 0.3, "morning": 0.7, "work": 0.5}

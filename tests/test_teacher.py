@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 
 from rhythm_core.env import Observation
+from rhythm_core.env.spec import ACTIONS, METERS, STEPS_PER_EPISODE
 from rhythm_core.protocol import fallback_action
-from rhythm_core.spec import ACTIONS, METERS, STEPS_PER_EPISODE
-from rhythm_core.teacher import REASK, TeacherSettings, _retry_after, run_teacher
-from rhythm_core.trajectories import SCHEMA, TrajectoryError, read_trajectories, replay_check
+from rhythm_core.teacher.run import REASK, TeacherSettings, _retry_after, run_teacher
+from rhythm_core.teacher.trajectories import SCHEMA, TrajectoryError, read_trajectories, replay_check
 from tests.openai_server import FakeOpenAIServer, serve
 
 REPO = Path(__file__).resolve().parents[1]

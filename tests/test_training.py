@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from rhythm_core.env import VectorRhythmEnv
+from rhythm_core.env.spec import ACTIONS
 from rhythm_core.protocol import parse_answer
-from rhythm_core.spec import ACTIONS
 
 
 def test_sft_loss_falls_and_streams_logs(sft_result):

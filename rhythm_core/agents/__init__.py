@@ -1,4 +1,9 @@
-"""Agents: random, heuristic, heuristic_const_belief, bayes (the Bayesian teacher), oracle."""
+"""Agents that play RhythmEnv in lockstep batches: random, heuristic, heuristic_const_belief, fallback,
+bayes (the Bayesian teacher) and oracle, behind one `Agent` interface; `get_agent(name)`;
+`rollout` plays them on the vector env into finished episodes.
+
+May import `env` and `graders` (the planner scores paths like a grader); nothing above them.
+"""
 
 from .base import Agent, Decision
 from .bayes import BayesAgent

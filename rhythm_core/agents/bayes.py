@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dynamics import NOISE_SD, neutral_delta, profile_jacobian, profile_tensor
 from ..env import BatchObservation, VectorRhythmEnv
-from ..profiles import gaussian_prior
-from ..spec import ACTIONS, BELIEF_DIMS, BELIEF_WEIGHTS, FACTORS, METERS, SLOTS, STEPS_PER_EPISODE, true_belief
+from ..env.dynamics import NOISE_SD, neutral_delta, profile_jacobian, profile_tensor
+from ..env.profiles import gaussian_prior
+from ..env.spec import ACTIONS, BELIEF_DIMS, BELIEF_WEIGHTS, FACTORS, METERS, SLOTS, STEPS_PER_EPISODE, true_belief
 from .base import Agent, Decision
 from .planner import action_values
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dynamics import expected_delta
+from ..env.dynamics import expected_delta
+from ..env.spec import ACTIONS, FACTOR_INDEX, SLOTS, STEPS_PER_EPISODE
 from ..graders.v3 import preference_weights
-from ..spec import ACTIONS, FACTOR_INDEX, SLOTS, STEPS_PER_EPISODE
 from .simple import heuristic_actions
 
 HORIZON = 4

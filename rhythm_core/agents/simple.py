@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import rng
-from ..env import BatchObservation
-from ..spec import ACTION_INDEX, ACTIONS, BELIEF_DIMS, SLOTS
+from ..env import BatchObservation, rng
+from ..env.spec import ACTION_INDEX, ACTIONS, BELIEF_DIMS, SLOTS
 from .base import Agent, Decision
 
 _RANDOM_STREAM = rng.stream_id("agent:random")

@@ -1,6 +1,10 @@
-"""Versioned graders. `get_grader("v2")`, `get_grader("v3")`; each has `.version` and `.grade()`."""
+"""Versioned graders. `get_grader("v2")`, `get_grader("v3")`; each has `.version` and `.grade()`; and
+`mean_ci95`, the mean of graded scores with its 95% confidence interval.
 
-from .base import Grader, GradeResult
+May import `env` only: a grader is a pure function of a finished episode.
+"""
+
+from .base import Grader, GradeResult, mean_ci95
 from .v2 import GraderV2
 from .v3 import GraderV3
 
@@ -14,4 +18,4 @@ def get_grader(name: str) -> Grader:
         raise ValueError(f"unknown grader {name!r}; allowed: {', '.join(GRADERS)}") from None
 
 
-__all__ = ["GRADERS", "GradeResult", "Grader", "GraderV2", "GraderV3", "get_grader"]
+__all__ = ["GRADERS", "GradeResult", "Grader", "GraderV2", "GraderV3", "get_grader", "mean_ci95"]

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..episode import EpisodeBatch
-from ..spec import CRASH_THRESHOLD
+from ..env.episode import EpisodeBatch
+from ..env.spec import CRASH_THRESHOLD
 
 
 @dataclass(frozen=True)
@@ -52,3 +52,13 @@ def final_progress(meters: np.ndarray) -> np.ndarray:
 def crash_avoidance(meters: np.ndarray) -> np.ndarray:
     """1 - the fraction of (step, meter) pairs below the crash threshold after the 28 steps."""
     return 1.0 - (meters[:, 1:] < CRASH_THRESHOLD).mean(axis=(1, 2))
+
+
+def mean_ci95(values: np.ndarray) -> tuple[float, float, float]:
+    """Mean and normal-approximation 95% confidence interval of the mean."""
+    values = np.asarray(values, dtype=np.float64)
+    mean = float(values.mean())
+    if len(values) < 2:
+        return mean, mean, mean
+    half = 1.96 * float(values.std(ddof=1)) / np.sqrt(len(values))
+    return mean, mean - half, mean + half

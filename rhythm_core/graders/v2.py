@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..episode import EpisodeBatch
+from ..env.episode import EpisodeBatch
 from .base import Grader, crash_avoidance, final_progress, wellbeing
 
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..episode import EpisodeBatch
-from ..profiles import prior_stats
-from ..spec import FACTOR_INDEX
+from ..env.episode import EpisodeBatch
+from ..env.profiles import prior_stats
+from ..env.spec import FACTOR_INDEX
 from .base import Grader, crash_avoidance, final_progress
 
 

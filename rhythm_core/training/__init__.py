@@ -1,1 +1,7 @@
-"""Training: the offline tiny base model, SFT and GRPO with TRL, and LLM policies (no Dagster)."""
+"""Training: the offline tiny base model (`tiny`), model loading (`models`), SFT and GRPO with TRL
+(`sft`, `grpo`), the one-process entry point shared by local and remote runs (`entry`), and the LLM
+as an agent (`policy`, with batched `generation` and the `prompt_cache`). No Dagster.
+
+May import `env`, `agents`, `graders` and the top-level `protocol` / `artifacts`; never `data`,
+`evaluation` or `compute` (the dataset is read from disk).
+"""

@@ -28,10 +28,10 @@ import numpy as np
 
 from ..agents import heuristic_actions
 from ..env import BatchObservation, EnvState, VectorRhythmEnv
+from ..env.profiles import sample_factors
+from ..env.spec import ACTION_INDEX, BELIEF_DIMS, SLOTS, STEPS_PER_EPISODE, true_belief
 from ..graders import get_grader
-from ..profiles import sample_factors
 from ..protocol import fallback_action, parse_answer
-from ..spec import ACTION_INDEX, BELIEF_DIMS, SLOTS, STEPS_PER_EPISODE, true_belief
 from .generation import SamplingConfig
 from .models import checkpoint_info, device_name, load_model_and_tokenizer
 from .plots import plot_curves
@@ -69,7 +69,7 @@ def _non_belief_score(grader, episodes) -> np.ndarray:
 def continuation_scores(states: list[EnvState], first_actions: np.ndarray, grader_name: str) -> np.ndarray:
     """Non-belief grade of each episode after taking `first_actions[i]` in `states[i]` and letting the
     heuristic play the rest of the week. States at the same step are simulated together."""
-    from ..episode import EpisodeBatch
+    from ..env.episode import EpisodeBatch
 
     grader = get_grader(grader_name)
     scores = np.empty(len(states))

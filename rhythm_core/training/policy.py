@@ -7,8 +7,8 @@ import numpy as np
 
 from ..agents.base import Agent, Decision
 from ..env import BatchObservation, VectorRhythmEnv
+from ..env.spec import ACTION_INDEX, BELIEF_DIMS
 from ..protocol import fallback_action, parse_answer, render_messages
-from ..spec import ACTION_INDEX, BELIEF_DIMS
 from .generation import SamplingConfig, generate_answers
 from .models import checkpoint_info, load_model_and_tokenizer
 from .prompt_cache import PromptCache, supports_prompt_cache

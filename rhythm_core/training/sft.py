@@ -40,7 +40,7 @@ class SFTRunConfig:
     eval_examples: int = 64  # validation examples scored for loss/accuracy and answer validity
     seed: int = 0
     prompt_variant: str | None = None  # None: "compact" for the tiny model, "full" otherwise
-    tiny: dict = field(default_factory=dict)  # overrides of TinyModelConfig fields
+    tiny: dict[str, int] = field(default_factory=dict)  # overrides of TinyModelConfig fields
 
     @property
     def lora(self) -> bool:

@@ -4,9 +4,9 @@ training data (blocking), and the teacher beats the heuristic under the active g
 
 import dagster as dg
 
-from rhythm_core.conditions import parse_seeds
-from rhythm_core.eval_results import load_results, student_gaps
-from rhythm_core.trajectories import TrajectoryError, read_trajectories, replay_check
+from rhythm_core.env.conditions import parse_seeds
+from rhythm_core.evaluation.results import load_results, student_gaps
+from rhythm_core.teacher.trajectories import TrajectoryError, read_trajectories, replay_check
 from rhythm_pipeline.defs.assets.data import reeval_report, sft_dataset, teacher_trajectories
 from rhythm_pipeline.defs.assets.evaluation import eval_results
 from rhythm_pipeline.settings import ACTIVE_GRADER
@@ -49,7 +49,7 @@ def sft_dataset_has_no_eval_seeds(sft_dataset: dict) -> dg.AssetCheckResult:
     # Imported here: `datasets` (with pyarrow and pandas) would add ~1 s to every load of the definitions.
     import datasets
 
-    from rhythm_core.dataset import check_no_eval_seeds
+    from rhythm_core.data.sft_dataset import check_no_eval_seeds
 
     leaked = check_no_eval_seeds(datasets.load_from_disk(sft_dataset["path"]))
     return dg.AssetCheckResult(

@@ -9,7 +9,7 @@ import os
 
 import dagster as dg
 
-from rhythm_core.teacher import TeacherSettings
+from rhythm_core.teacher.run import TeacherSettings
 
 _TEACHER = TeacherSettings()
 

@@ -7,7 +7,7 @@ seeds), so eval_results' history table shows drift and variance over time.
 
 import dagster as dg
 
-from rhythm_core.eval_rollouts import evaluation_window
+from rhythm_core.evaluation.rollouts import evaluation_window
 
 WEEK_S = 7 * 24 * 3600
 

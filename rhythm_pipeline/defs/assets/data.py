@@ -6,7 +6,7 @@ Asset bodies only translate between Dagster and rhythm_core.stages: config in, m
 
 import dagster as dg
 
-from rhythm_core.spec import ENV_VERSION
+from rhythm_core.env.spec import ENV_VERSION
 from rhythm_core.stages import StageIncomplete, dataset_stage, reeval_stage, teacher_stage
 from rhythm_pipeline.defs.resources import HubResource, TeacherResource
 from rhythm_pipeline.lineage import lineage_metadata, versioned_output
@@ -129,7 +129,7 @@ def sft_dataset(context: dg.AssetExecutionContext, config: SftDatasetConfig, tea
         **lineage_metadata(context, {"teacher_trajectories": teacher_trajectories}, config),
     }
     if config.push_to_hub:
-        from rhythm_core.dataset import push_to_hub  # `datasets` loads only when a push is asked for
+        from rhythm_core.data.sft_dataset import push_to_hub  # `datasets` loads only when a push is asked for
 
         result["hub"], hub_metadata = hub.push(push_to_hub, result["path"], config.hub_repo_name)
         metadata.update(hub_metadata)

@@ -6,9 +6,9 @@ import time
 import dagster as dg
 
 from rhythm_core.artifacts import staging_dir
-from rhythm_core.conditions import CONDITIONS
-from rhythm_core.eval_results import append_history, eval_results_stage, history_markdown
-from rhythm_core.eval_rollouts import (
+from rhythm_core.env.conditions import CONDITIONS
+from rhythm_core.evaluation.results import append_history, eval_results_stage, history_markdown
+from rhythm_core.evaluation.rollouts import (
     DEFAULT_EVAL_SEEDS,
     EVAL_BASELINES,
     eval_seed_list,

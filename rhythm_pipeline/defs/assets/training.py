@@ -1,8 +1,11 @@
 """The training half: sft_checkpoint and grpo_checkpoint. The ComputeResource runs the TRL training
 (local subprocess through Pipes, or Hugging Face Jobs); these bodies only pass config and report."""
 
+import dataclasses
+import typing
 
 import dagster as dg
+import pydantic
 
 from rhythm_core.stages import push_checkpoint, train_and_publish
 from rhythm_core.training.grpo import GRPORunConfig
@@ -11,45 +14,36 @@ from rhythm_pipeline.defs.resources import ComputeResource, HubResource
 from rhythm_pipeline.lineage import lineage_metadata, png_metadata, versioned_output
 from rhythm_pipeline.settings import artifact_root
 
-_SFT = SFTRunConfig()
-_GRPO = GRPORunConfig()
+
+def launchpad_config(name: str, run_config: type, *, rename: dict[str, str] | None = None, **extra) -> type[dg.Config]:
+    """A Dagster launchpad config with every field of a rhythm_core run-config dataclass (same names,
+    types and defaults, so a new training knob is added once, in rhythm_core), plus `extra` fields
+    given as `name=(type, default)`. `rename` maps a run-config field to its launchpad name."""
+    rename = rename or {}
+    hints = typing.get_type_hints(run_config)
+    fields = {}
+    for f in dataclasses.fields(run_config):
+        default = (pydantic.Field(default_factory=f.default_factory)
+                   if f.default is dataclasses.MISSING else f.default)
+        fields[rename.get(f.name, f.name)] = (hints[f.name], default)
+    return pydantic.create_model(name, __base__=dg.Config, __module__=__name__, **fields, **extra)
 
 
-class SftCheckpointConfig(dg.Config):
-    base_model: str = _SFT.base_model
-    max_steps: int = _SFT.max_steps
-    num_train_epochs: float = _SFT.num_train_epochs
-    learning_rate: float = _SFT.learning_rate
-    per_device_train_batch_size: int = _SFT.per_device_train_batch_size
-    gradient_accumulation_steps: int = _SFT.gradient_accumulation_steps
-    max_length: int = _SFT.max_length
-    use_lora: bool | None = None
-    lora_r: int = _SFT.lora_r
-    lora_alpha: int = _SFT.lora_alpha
-    lora_dropout: float = _SFT.lora_dropout
-    lora_target_modules: list[str] = _SFT.lora_target_modules
-    merge_lora: bool = False
-    seed: int = 0
-    push_to_hub: bool = False
-    hub_repo_name: str = "rhythm-sft-student"
+def run_config_of(config: dg.Config, run_config: type, *, rename: dict[str, str] | None = None) -> dict:
+    """The run-config fields of a launchpad config, under their rhythm_core names."""
+    launchpad_name = {f: (rename or {}).get(f, f) for f in run_config.__dataclass_fields__}
+    values = config.model_dump()
+    return {f: values[name] for f, name in launchpad_name.items()}
 
 
-class GrpoCheckpointConfig(dg.Config):
-    max_steps: int = _GRPO.max_steps
-    learning_rate: float = _GRPO.learning_rate
-    per_device_train_batch_size: int = _GRPO.per_device_train_batch_size
-    num_generations: int = _GRPO.num_generations
-    max_completion_length: int = _GRPO.max_completion_length
-    temperature: float = _GRPO.temperature
-    beta: float = _GRPO.beta
-    reward_weights: list[float] = _GRPO.reward_weights
-    # Fixed here, not the active grader: a grader change must never re-run training.
-    reward_grader: str = _GRPO.grader
-    teacher_prompts: int = _GRPO.teacher_prompts
-    student_episodes: int = _GRPO.student_episodes
-    seed: int = 0
-    push_to_hub: bool = False
-    hub_repo_name: str = "rhythm-grpo-student"
+_HUB = {"push_to_hub": (bool, False)}
+SftCheckpointConfig = launchpad_config("SftCheckpointConfig", SFTRunConfig, **_HUB,
+                                       hub_repo_name=(str, "rhythm-sft-student"))
+# The reward grader is fixed in the config, not the active grader: a grader change must never
+# re-run training.
+_GRPO_RENAME = {"grader": "reward_grader"}
+GrpoCheckpointConfig = launchpad_config("GrpoCheckpointConfig", GRPORunConfig, rename=_GRPO_RENAME, **_HUB,
+                                        hub_repo_name=(str, "rhythm-grpo-student"))
 
 
 def _train(context, compute: ComputeResource, stage: str, config: dict, dataset_dir: str, provenance: dict,
@@ -81,7 +75,7 @@ def _compute_metadata(result: dict, compute: ComputeResource) -> dict:
 )
 def sft_checkpoint(context: dg.AssetExecutionContext, config: SftCheckpointConfig, sft_dataset: dict,
                    compute: ComputeResource, hub: HubResource) -> dg.Output[dict]:
-    run_config = {k: v for k, v in config.model_dump().items() if k in SFTRunConfig.__dataclass_fields__}
+    run_config = run_config_of(config, SFTRunConfig)
     provenance = {"sft_dataset": sft_dataset["path"], "sft_dataset_version": sft_dataset["version"],
                   "teacher": sft_dataset["provenance"]["teacher"]["id"]}
     result = _train(context, compute, "sft_checkpoint", run_config, sft_dataset["path"], provenance)
@@ -117,8 +111,7 @@ def sft_checkpoint(context: dg.AssetExecutionContext, config: SftCheckpointConfi
 )
 def grpo_checkpoint(context: dg.AssetExecutionContext, config: GrpoCheckpointConfig, sft_checkpoint: dict,
                     sft_dataset: dict, compute: ComputeResource, hub: HubResource) -> dg.Output[dict]:
-    run_config = {k: v for k, v in config.model_dump().items() if k in GRPORunConfig.__dataclass_fields__}
-    run_config["grader"] = config.reward_grader
+    run_config = run_config_of(config, GRPORunConfig, rename=_GRPO_RENAME)
     provenance = {"sft_checkpoint": sft_checkpoint["path"], "sft_checkpoint_version": sft_checkpoint["version"],
                   "sft_dataset_version": sft_dataset["version"], "reward_grader": config.reward_grader}
     result = _train(context, compute, "grpo_checkpoint", run_config, sft_dataset["path"], provenance,

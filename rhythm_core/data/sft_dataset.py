@@ -41,12 +41,12 @@ import datasets
 import numpy as np
 import yaml
 
-from .artifacts import atomic_write_text, publish_dir, staging
-from .conditions import EVAL_SEEDS
-from .profiles import sample_factors
-from .protocol import SYSTEM_PROMPT, format_answer
-from .spec import ENV_VERSION, STEPS_PER_EPISODE, true_belief
-from .trajectories import replay, validate_record
+from ..artifacts import atomic_write_text, publish_dir, staging
+from ..env.conditions import EVAL_SEEDS
+from ..env.profiles import sample_factors
+from ..env.spec import ENV_VERSION, STEPS_PER_EPISODE, true_belief
+from ..protocol import SYSTEM_PROMPT, format_answer
+from ..teacher.trajectories import replay, validate_record
 
 SPLITS = ("train", "validation")
 DATASET_SCHEMA = "rhythm-sft-1"

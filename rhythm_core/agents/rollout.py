@@ -6,10 +6,10 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from .agents import Agent
-from .env import VectorRhythmEnv
-from .episode import EpisodeBatch
-from .spec import BELIEF_DIMS, STEPS_PER_EPISODE
+from ..env import VectorRhythmEnv
+from ..env.episode import EpisodeBatch
+from ..env.spec import BELIEF_DIMS, STEPS_PER_EPISODE
+from .base import Agent
 
 
 def rollout(

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .agents import get_agent
-from .artifacts import atomic_write_json, publish_dir, sha256_file, staging
-from .conditions import EVAL_SEEDS, check_seed, get_condition
-from .env import VectorRhythmEnv
-from .spec import ACTIONS, BELIEF_DIMS, ENV_VERSION, METERS, STEPS_PER_EPISODE
-from .trajectories import SCHEMA, read_trajectories
+from ..agents import get_agent
+from ..artifacts import atomic_write_json, publish_dir, sha256_file, staging
+from ..env import VectorRhythmEnv
+from ..env.conditions import EVAL_SEEDS, check_seed, get_condition
+from ..env.spec import ACTIONS, BELIEF_DIMS, ENV_VERSION, METERS, STEPS_PER_EPISODE
+from ..teacher.trajectories import SCHEMA, read_trajectories
 
 EVAL_BASELINES = ("random", "heuristic", "heuristic_const_belief", "bayes", "oracle")
 DEFAULT_EVAL_SEEDS = {"continuous": "0-99", "ood": "10000-10049", "discrete3": "20000-20014"}
@@ -29,7 +29,7 @@ DEFAULT_EVAL_SEEDS = {"continuous": "0-99", "ood": "10000-10049", "discrete3": "
 
 def eval_seed_list(condition: str, spec: str) -> list[int]:
     """Parse a seed spec and insist every seed is an evaluation seed of `condition`."""
-    from .conditions import parse_seeds
+    from ..env.conditions import parse_seeds
 
     seeds = parse_seeds(spec)
     allowed = EVAL_SEEDS[condition]
@@ -91,7 +91,7 @@ def _write_jsonl(path: Path, records: list[dict]) -> None:
 
 
 def _players(checkpoints: dict[str, str], baselines, sampling) -> list[tuple[str, Callable[[], object], dict]]:
-    from .training.policy import LLMPolicyAgent
+    from ..training.policy import LLMPolicyAgent
 
     players = []
     for name, model_dir in checkpoints.items():
@@ -107,7 +107,7 @@ def play_condition(checkpoints: dict[str, str], condition: str, seeds_spec: str,
                    baselines=EVAL_BASELINES, log: Callable[[str], None] | None = None) -> dict:
     """Play every player on one condition into `staged`/<player>__<condition>.jsonl; returns the
     files' manifest entries. Conditions are independent, so they can run in parallel processes."""
-    from .training.generation import SamplingConfig
+    from ..training.generation import SamplingConfig
 
     log = log or (lambda message: None)
     sampling = sampling or SamplingConfig()
@@ -154,7 +154,7 @@ def eval_rollouts_stage(
     """Play each checkpoint (name -> model dir) and each baseline on every condition's seeds, one
     condition after another, and publish `<root>/eval_rollouts/<content hash>/` (one JSONL per
     (player, condition) and a manifest.json describing players, seeds, sampling and provenance)."""
-    from .training.generation import SamplingConfig
+    from ..training.generation import SamplingConfig
 
     sampling = sampling or SamplingConfig()
     for condition, spec in seeds.items():

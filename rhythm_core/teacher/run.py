@@ -18,11 +18,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .agents import BayesAgent
-from .conditions import check_seed
-from .env import RhythmEnv, VectorRhythmEnv
-from .protocol import SYSTEM_PROMPT, fallback_action, format_answer, parse_answer, render_messages, render_user_prompt
-from .spec import ACTIONS, BELIEF_DIMS, ENV_VERSION, METERS, STEPS_PER_EPISODE, belief_to_dict
+from ..agents import BayesAgent
+from ..env import RhythmEnv, VectorRhythmEnv
+from ..env.conditions import check_seed
+from ..env.spec import ACTIONS, BELIEF_DIMS, ENV_VERSION, METERS, STEPS_PER_EPISODE, belief_to_dict
+from ..protocol import SYSTEM_PROMPT, fallback_action, format_answer, parse_answer, render_messages, render_user_prompt
 from .trajectories import SCHEMA, TrajectoryWriter
 
 BAYES_MODEL = "bayes-kalman-1"

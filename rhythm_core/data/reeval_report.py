@@ -12,12 +12,11 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from .agents import get_agent
-from .artifacts import atomic_write_json, atomic_write_text
-from .evaluation import mean_ci95
-from .graders import get_grader
-from .rollout import rollout
-from .trajectories import read_trajectories, to_episode_batch
+from ..agents import get_agent
+from ..agents.rollout import rollout
+from ..artifacts import atomic_write_json, atomic_write_text
+from ..graders import get_grader, mean_ci95
+from ..teacher.trajectories import read_trajectories, to_episode_batch
 
 REEVAL_BASELINES = ("random", "heuristic", "heuristic_const_belief")
 TEACHER = "teacher"

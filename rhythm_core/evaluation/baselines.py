@@ -4,25 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-import numpy as np
 import polars as pl
 
-from .agents import get_agent
-from .episode import EpisodeBatch
-from .graders import get_grader
-from .rollout import rollout
+from ..agents import get_agent
+from ..agents.rollout import rollout
+from ..env.episode import EpisodeBatch
+from ..graders import get_grader, mean_ci95
 
 BASELINE_AGENTS = ("random", "heuristic", "heuristic_const_belief", "bayes", "oracle")
-
-
-def mean_ci95(values: np.ndarray) -> tuple[float, float, float]:
-    """Mean and normal-approximation 95% confidence interval of the mean."""
-    values = np.asarray(values, dtype=np.float64)
-    mean = float(values.mean())
-    if len(values) < 2:
-        return mean, mean, mean
-    half = 1.96 * float(values.std(ddof=1)) / np.sqrt(len(values))
-    return mean, mean - half, mean + half
 
 
 def summarize(episodes: EpisodeBatch, grader_name: str) -> dict:

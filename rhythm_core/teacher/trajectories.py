@@ -24,10 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .conditions import CONDITIONS, check_seed
-from .env import VectorRhythmEnv
-from .episode import EpisodeBatch
-from .spec import ACTION_INDEX, ACTIONS, BELIEF_DIMS, ENV_VERSION, METERS, STEPS_PER_EPISODE
+from ..env import VectorRhythmEnv
+from ..env.conditions import CONDITIONS, check_seed
+from ..env.episode import EpisodeBatch
+from ..env.spec import ACTION_INDEX, ACTIONS, BELIEF_DIMS, ENV_VERSION, METERS, STEPS_PER_EPISODE
 
 SCHEMA = "rhythm-trajectory-1"
 _REQUIRED = ("schema", "env_version", "condition", "seed", "teacher", "steps", "actions", "beliefs", "invalid", "meters")

@@ -9,14 +9,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .artifacts import atomic_write_text, publish_dir, staging
-from .conditions import CONDITIONS
-from .episode import EpisodeBatch
-from .eval_rollouts import load_rollouts
-from .evaluation import mean_ci95
-from .graders import get_grader
-from .profiles import prior_stats
-from .spec import ACTIONS, ENV_VERSION
+from ..artifacts import atomic_write_text, publish_dir, staging
+from ..env.conditions import CONDITIONS
+from ..env.episode import EpisodeBatch
+from ..env.profiles import prior_stats
+from ..env.spec import ACTIONS, ENV_VERSION
+from ..graders import get_grader, mean_ci95
+from .rollouts import load_rollouts
 
 RESULTS_SCHEMA = "rhythm-eval-results-1"
 _METRICS = {

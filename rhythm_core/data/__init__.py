@@ -1,0 +1,7 @@
+"""What is made from teacher trajectories before training: the re-grade report (`reeval_report`:
+the teacher graded under any grader beside baselines replayed on the same seeds) and the SFT dataset
+(`sft_dataset`: a Hugging Face `DatasetDict` of chat examples with a dataset card).
+
+May import `env`, `graders`, `agents`, `teacher` and the top-level `protocol` / `artifacts`; never
+`training` or `evaluation`, which consume what it makes.
+"""
