@@ -109,19 +109,62 @@ def render_user_prompt(history) -> str:
     if len(history) > 1:
         lines.append(f"History (delta and anomaly per meter: {_METER_HEADER}):")
         lines.append("day slot      action       | delta                         | anomaly")
-        for before, after in zip(history, history[1:]):
-            lines.append(
-                f"{before.day}   {before.slot:<9} {after.last_action:<12} | {_signed(after.last_delta)} "
-                f"| {_signed(after.anomaly)}"
-            )
+        lines.extend(_history_row(before, after) for before, after in zip(history, history[1:]))
     else:
         lines.append("No steps taken yet.")
-    now = history[-1]
-    meters = ", ".join(f"{m} {float(v):.2f}" for m, v in zip(METERS, now.meters))
-    lines.append(f"Now: day {now.day}, {now.slot} (step {now.step + 1} of {STEPS_PER_EPISODE}). Meters: {meters}.")
+    lines.append(_now_line(history[-1]))
     lines.append('Reply with one JSON object: {"reasoning": ..., "belief": {"social": ..., "morning": ..., '
                  '"work": ...}, "action": ...}')
     return "\n".join(lines)
+
+
+PROMPT_FORMATS = ("table", "chat")
+
+
+def _history_row(before, after) -> str:
+    return (f"{before.day}   {before.slot:<9} {after.last_action:<12} | {_signed(after.last_delta)} "
+            f"| {_signed(after.anomaly)}")
+
+
+def _now_line(now) -> str:
+    meters = ", ".join(f"{m} {float(v):.2f}" for m, v in zip(METERS, now.meters))
+    return f"Now: day {now.day}, {now.slot} (step {now.step + 1} of {STEPS_PER_EPISODE}). Meters: {meters}."
+
+
+def render_chat_turn(history) -> str:
+    """The user turn of the chat format for the decision at history[-1]: at the first step the start
+    meters, afterwards only the newest history row (the last action's delta and anomaly), then the
+    state now. Earlier rows and the model's own earlier answers are already in the conversation."""
+    _check_history(history, None)
+    now = history[-1]
+    if len(history) == 1:
+        first = (f"Start of the week, meters ({_METER_HEADER}): {_plain(now.meters)}\n"
+                 f"Each turn: day slot action | delta | anomaly ({_METER_HEADER}).")
+        return f"{first}\n{_now_line(now)}"
+    return f"{_history_row(history[-2], now)}\n{_now_line(now)}"
+
+
+def render_conversation(history, answers: list[str], *, variant: str = "full", prompt_format: str = "chat") -> list[dict]:
+    """Chat messages for the decision at history[-1].
+
+    "table": system + one user message holding the whole week so far (`render_user_prompt`); the
+    earlier answers are not shown. "chat": the episode as one growing conversation, a user turn per
+    step (`render_chat_turn`) and, after each but the last, the assistant's answer at that step
+    (`answers[t]`, so len(answers) == len(history) - 1): the model reads its own earlier beliefs."""
+    if prompt_format == "table":
+        return render_messages(history, variant=variant)
+    if prompt_format != "chat":
+        raise ValueError(f"unknown prompt format {prompt_format!r}; allowed: {', '.join(PROMPT_FORMATS)}")
+    _check_history(history, None)
+    if len(answers) != len(history) - 1:
+        raise ValueError(f"a chat conversation at step {len(history) - 1} needs {len(history) - 1} earlier answers, "
+                         f"got {len(answers)}")
+    messages = [{"role": "system", "content": system_prompt(variant)}]
+    for t in range(len(history)):
+        messages.append({"role": "user", "content": render_chat_turn(history[: t + 1])})
+        if t < len(answers):
+            messages.append({"role": "assistant", "content": answers[t]})
+    return messages
 
 
 def system_prompt(variant: str = "full") -> str:
@@ -304,6 +347,14 @@ def format_answer(action: str, belief, reasoning: str) -> str:
     return json.dumps(answer, separators=(",", ":"), ensure_ascii=False)
 
 
+def fallback_actions(steps, vitality) -> np.ndarray:
+    """`fallback_action` for a batch: action indices from each episode's step and vitality."""
+    steps, vitality = np.asarray(steps), np.asarray(vitality, dtype=np.float64)
+    night = steps % len(SLOTS) == SLOTS.index("night")
+    tired = vitality < 0.25
+    return np.where(night, ACTIONS.index("SLEEP"), np.where(tired, ACTIONS.index("NAP"), ACTIONS.index("MEDITATE")))
+
+
 def fallback_action(observation) -> str:
     """The action taken when an answer is invalid.
 
@@ -313,8 +364,5 @@ def fallback_action(observation) -> str:
     a meter towards a crash beyond the passive drift, and it makes no progress: an invalid answer is
     safe but earns nothing.
     """
-    if SLOTS[observation.step % len(SLOTS)] == "night":
-        return "SLEEP"
-    if float(observation.meters[METERS.index("vitality")]) < 0.25:
-        return "NAP"
-    return "MEDITATE"
+    vitality = float(observation.meters[METERS.index("vitality")])
+    return ACTIONS[int(fallback_actions(observation.step, vitality))]

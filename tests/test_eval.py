@@ -154,9 +154,22 @@ def test_student_gaps_feed_the_checks_and_a_perfect_belief_is_not_a_missing_one(
         "continuous": {"agents": {"student_grpo": agent(0.50, 0.0, 0.01), "student_sft": agent(0.40, None, 0.2),
                                   "heuristic": agent(0.45, None), "bayes": agent(0.70, 0.10)}},
         "ood": {"agents": {"student_grpo": agent(0.30, 0.25)}},  # no baselines played: only the invalid rate
+        # the fallback-only policy beats the heuristic here: students are measured against it
+        "discrete3": {"agents": {"student_grpo": agent(0.50, 0.2), "heuristic": agent(0.45, None),
+                                 "fallback": agent(0.48, None, 1.0)}},
     }}
     gaps = student_gaps(results)
-    assert gaps["score_vs_heuristic"] == {"continuous/student_grpo": 0.05, "continuous/student_sft": -0.05}
+    assert gaps["score_vs_heuristic"] == {"continuous/student_grpo": 0.05, "continuous/student_sft": -0.05,
+                                          "discrete3/student_grpo": 0.02}
     assert gaps["belief_mae_vs_teacher"] == {"continuous/student_grpo": -0.1, "continuous/student_sft": 0.9}
     assert gaps["invalid_rate"] == {"continuous/student_grpo": 0.01, "continuous/student_sft": 0.2,
-                                    "ood/student_grpo": 0.0}
+                                    "ood/student_grpo": 0.0, "discrete3/student_grpo": 0.0}
+
+
+def test_recovery_is_the_share_of_the_teachers_margin_over_the_heuristic():
+    from rhythm_core.evaluation.results import recovery
+
+    assert recovery(0.55, 0.45, 0.65) == pytest.approx(0.5)
+    assert recovery(0.65, 0.45, 0.65) == pytest.approx(1.0)
+    assert recovery(0.40, 0.45, 0.65) == pytest.approx(-0.25)
+    assert recovery(0.50, 0.45, 0.44) is None  # no margin to recover

@@ -2,18 +2,20 @@
 bayes (the Bayesian teacher) and oracle, behind one `Agent` interface; `get_agent(name)`;
 `rollout` plays them on the vector env into finished episodes.
 
-May import `env` and `graders` (the planner scores paths like a grader); nothing above them.
+May import `env`, `graders` (the planner scores paths like a grader) and `protocol` (the fallback
+rule); nothing above them.
 """
 
 from .base import Agent, Decision
 from .bayes import BayesAgent
 from .oracle import OracleAgent
-from .simple import HeuristicAgent, HeuristicConstBeliefAgent, RandomAgent, heuristic_actions
+from .simple import FallbackAgent, HeuristicAgent, HeuristicConstBeliefAgent, RandomAgent, heuristic_actions
 
 AGENTS: dict[str, type[Agent]] = {
     "random": RandomAgent,
     "heuristic": HeuristicAgent,
     "heuristic_const_belief": HeuristicConstBeliefAgent,
+    "fallback": FallbackAgent,
     "bayes": BayesAgent,
     "oracle": OracleAgent,
 }
@@ -27,6 +29,6 @@ def get_agent(name: str, **kwargs) -> Agent:
 
 
 __all__ = [
-    "AGENTS", "Agent", "BayesAgent", "Decision", "HeuristicAgent", "HeuristicConstBeliefAgent",
+    "AGENTS", "Agent", "BayesAgent", "Decision", "FallbackAgent", "HeuristicAgent", "HeuristicConstBeliefAgent",
     "OracleAgent", "RandomAgent", "get_agent", "heuristic_actions",
 ]

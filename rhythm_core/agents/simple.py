@@ -1,12 +1,13 @@
-"""Baselines that ignore who the person is: random, the fixed-priority heuristic, and the heuristic
-with a constant prior-mean belief."""
+"""Baselines that ignore who the person is: random, the fixed-priority heuristic, the heuristic
+with a constant prior-mean belief, and the fallback-only policy."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ..env import BatchObservation, rng
-from ..env.spec import ACTION_INDEX, ACTIONS, BELIEF_DIMS, SLOTS
+from ..env.spec import ACTION_INDEX, ACTIONS, BELIEF_DIMS, METERS, SLOTS
+from ..protocol import fallback_actions
 from .base import Agent, Decision
 
 _RANDOM_STREAM = rng.stream_id("agent:random")
@@ -61,3 +62,15 @@ class HeuristicConstBeliefAgent(HeuristicAgent):
         decision = super().act(obs)
         decision.beliefs = np.full((len(obs), len(BELIEF_DIMS)), 0.5)
         return decision
+
+
+class FallbackAgent(Agent):
+    """What a language model that never answers validly earns: every step is an invalid answer, so
+    the env takes `protocol.fallback_action` (SLEEP at night, NAP when tired, else MEDITATE) and no
+    belief is stated. Every evaluation table shows it: a student must beat it to have learned anything."""
+
+    name = "fallback"
+
+    def act(self, obs: BatchObservation) -> Decision:
+        actions = fallback_actions(np.full(len(obs), obs.step), obs.meters[:, METERS.index("vitality")])
+        return Decision(actions=actions.astype(np.int64), invalid=np.ones(len(obs), dtype=bool))

@@ -1,7 +1,7 @@
 """Re-grade teacher episodes under any grader, next to baselines on the same seeds.
 
 The teacher's stored trajectories are graded as they are (no model call); random, heuristic and
-heuristic_const_belief are replayed on the same seeds (deterministic, offline, seconds).
+heuristic_const_belief and fallback are replayed on the same seeds (deterministic, offline, seconds).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from ..artifacts import atomic_write_json, atomic_write_text
 from ..graders import get_grader, mean_ci95
 from ..teacher.trajectories import read_trajectories, to_episode_batch
 
-REEVAL_BASELINES = ("random", "heuristic", "heuristic_const_belief")
+REEVAL_BASELINES = ("random", "heuristic", "heuristic_const_belief", "fallback")
 TEACHER = "teacher"
 
 

@@ -30,6 +30,8 @@ _METRICS = {
         "belief_mae": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
         "wins_vs_heuristic": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
         "invalid_rate": {"type": "number", "minimum": 0, "maximum": 1},
+        # (score - heuristic) / (teacher - heuristic), students only; null without both references
+        "recovery": {"type": ["number", "null"]},
         "action_distribution": {"type": "object", "propertyNames": {"enum": list(ACTIONS)},
                                 "additionalProperties": {"type": "number", "minimum": 0, "maximum": 1}},
         "by_grader": {"type": "object", "additionalProperties": {
@@ -51,6 +53,7 @@ JSON_SCHEMA = {
         "conditions": {"type": "object", "additionalProperties": {
             "type": "object", "required": ["seeds", "n_episodes", "agents"],
             "properties": {"seeds": {"type": "string"}, "n_episodes": {"type": "integer"},
+                           "recovery_teacher": {"type": ["string", "null"]},
                            "agents": {"type": "object", "additionalProperties": _METRICS}}}},
     },
 }
@@ -61,6 +64,19 @@ def validate_results(results: dict) -> None:
     import jsonschema
 
     jsonschema.validate(results, JSON_SCHEMA)
+
+
+# The teacher that recovery is measured against: the configured teacher when it played the evaluation
+# seeds, else the Bayesian teacher (which produced the training data of the embedded default).
+RECOVERY_TEACHERS = ("teacher", "bayes")
+
+
+def recovery(score: float, heuristic: float, teacher: float) -> float | None:
+    """How much of the teacher's margin over the heuristic a player recovers: (score - heuristic) /
+    (teacher - heuristic). 1.0 matches the teacher, 0 the heuristic, below 0 is worse than the
+    heuristic. None when the teacher does not beat the heuristic (no margin to recover)."""
+    margin = teacher - heuristic
+    return None if margin <= 0 else (score - heuristic) / margin
 
 
 def compute_results(rollouts_dir, grader: str, *, compare_grader: str = "v2", provenance: dict | None = None) -> dict:
@@ -77,6 +93,7 @@ def compute_results(rollouts_dir, grader: str, *, compare_grader: str = "v2", pr
         # (scores, components) of every player under every grader, each graded once
         graded = {p: {g: get_grader(g).grade_batch(batch) for g in graders} for p, batch in batches.items()}
         heuristic = graded.get("heuristic")
+        reference = next((p for p in RECOVERY_TEACHERS if p in graded), None)
         agents = {}
         for player, batch in batches.items():
             by_grader = {}
@@ -87,18 +104,22 @@ def compute_results(rollouts_dir, grader: str, *, compare_grader: str = "v2", pr
             main = by_grader[grader]
             mae = batch.belief_mae()
             counts = np.bincount(batch.actions.ravel(), minlength=len(ACTIONS)) / batch.actions.size
-            wins = None
+            wins = rec = None
             if heuristic is not None and player != "heuristic":
                 wins = float(np.mean(graded[player][grader][0] > heuristic[grader][0]))
+                if reference is not None and player.startswith("student"):
+                    rec = recovery(main["final_score"], float(heuristic[grader][0].mean()),
+                                   float(graded[reference][grader][0].mean()))
             agents[player] = {
                 "n_episodes": len(batch), "final_score": main["final_score"], "ci95": main["ci95"],
                 "components": main["components"],
                 "belief_mae": float(np.nanmean(mae)) if batch.has_belief.any() else None,
-                "wins_vs_heuristic": wins, "invalid_rate": float(batch.invalid.mean()),
+                "wins_vs_heuristic": wins, "invalid_rate": float(batch.invalid.mean()), "recovery": rec,
                 "action_distribution": {a: float(c) for a, c in zip(ACTIONS, counts)},
                 "by_grader": by_grader,
             }
         out["conditions"][condition] = {"seeds": manifest["seeds"][condition], "n_episodes": len(batches[players[0]]),
+                                        "recovery_teacher": reference if heuristic is not None else None,
                                         "agents": agents}
     validate_results(out)
     return out
@@ -106,19 +127,21 @@ def compute_results(rollouts_dir, grader: str, *, compare_grader: str = "v2", pr
 
 def student_gaps(results: dict) -> dict[str, dict[str, float]]:
     """What the evaluation checks measure, per "condition/student": `score_vs_heuristic` (final
-    score minus the heuristic's; want > 0), `belief_mae_vs_teacher` (belief MAE minus the Bayesian
-    teacher's, a student that states no belief counting as MAE 1.0; want <= 0.02) and
-    `invalid_rate` (want <= 0.05)."""
+    score minus the better of the heuristic's and the fallback-only policy's, since a student whose
+    every answer is unusable already earns the fallback's; want > 0), `belief_mae_vs_teacher`
+    (belief MAE minus the Bayesian teacher's, a student that states no belief counting as MAE 1.0;
+    want <= 0.02) and `invalid_rate` (want <= 0.05)."""
     out = {"score_vs_heuristic": {}, "belief_mae_vs_teacher": {}, "invalid_rate": {}}
     for condition, block in results["conditions"].items():
         agents = block["agents"]
+        references = [agents[r]["final_score"] for r in ("heuristic", "fallback") if r in agents]
         for agent, m in agents.items():
             if not agent.startswith("student"):
                 continue
             key = f"{condition}/{agent}"
             out["invalid_rate"][key] = round(m["invalid_rate"], 4)
-            if "heuristic" in agents:
-                out["score_vs_heuristic"][key] = round(m["final_score"] - agents["heuristic"]["final_score"], 4)
+            if references:
+                out["score_vs_heuristic"][key] = round(m["final_score"] - max(references), 4)
             if "bayes" in agents:
                 mae = 1.0 if m["belief_mae"] is None else m["belief_mae"]
                 out["belief_mae_vs_teacher"][key] = round(mae - agents["bayes"]["belief_mae"], 4)
@@ -129,15 +152,16 @@ def markdown_table(results: dict) -> str:
     grader = results["grader"]
     other = [g for g in results["graders"] if g != grader]
     header = f"| condition | agent | {grader} score | 95% CI |" + "".join(f" {g} score |" for g in other)
-    header += " belief MAE | wins vs heuristic | invalid |"
+    header += " recovery | belief MAE | wins vs heuristic | invalid |"
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
     for condition, block in results["conditions"].items():
         for agent, m in block["agents"].items():
             mae = "–" if m["belief_mae"] is None else f"{m['belief_mae']:.3f}"
             wins = "–" if m["wins_vs_heuristic"] is None else f"{m['wins_vs_heuristic']:.0%}"
             extra = "".join(f" {m['by_grader'][g]['final_score']:.3f} |" for g in other)
+            rec = "–" if m.get("recovery") is None else f"{m['recovery']:.0%}"
             lines.append(f"| {condition} | {agent} | {m['final_score']:.3f} | [{m['ci95'][0]:.3f}, {m['ci95'][1]:.3f}] |"
-                         f"{extra} {mae} | {wins} | {m['invalid_rate']:.1%} |")
+                         f"{extra} {rec} | {mae} | {wins} | {m['invalid_rate']:.1%} |")
     return "\n".join(lines) + "\n"
 
 
@@ -152,7 +176,8 @@ def plot_results(results: dict, out_dir) -> dict[str, str]:
     agents = list(dict.fromkeys(a for c in conditions for a in results["conditions"][c]["agents"]))
     width = 0.8 / max(len(agents), 1)
     paths = {}
-    for name, key, ylabel in (("final_scores.png", "final_score", f"final score ({results['grader']})"),
+    for name, key, ylabel in (("final_scores.png", "final_score",
+                               f"final score ({results['grader']}); students: recovery"),
                               ("belief_accuracy.png", "belief_mae", "belief MAE (lower is better)")):
         fig, ax = plt.subplots(figsize=(8, 4), dpi=100)
         for i, agent in enumerate(agents):
@@ -166,6 +191,12 @@ def plot_results(results: dict, out_dir) -> dict[str, str]:
                 errs.append((m["ci95"][1] - m["ci95"][0]) / 2 if key == "final_score" else 0.0)
             if xs:
                 ax.bar(xs, ys, width, yerr=errs if key == "final_score" else None, capsize=2, label=agent)
+            if key == "final_score":  # each student's recovery of the teacher's margin, above its bar
+                for j, condition in enumerate(conditions):
+                    m = results["conditions"][condition]["agents"].get(agent)
+                    if m is not None and m.get("recovery") is not None:
+                        ax.text(j + (i - (len(agents) - 1) / 2) * width, m["ci95"][1] + 0.01,
+                                f"{m['recovery']:.0%}", ha="center", va="bottom", fontsize=6, rotation=90)
         if key == "belief_mae":
             for j, condition in enumerate(conditions):
                 ax.hlines(prior_stats(condition)[1], j - 0.45, j + 0.45, colors="k", linestyles="dashed",

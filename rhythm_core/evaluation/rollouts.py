@@ -23,7 +23,7 @@ from ..env.conditions import EVAL_SEEDS, check_seed, get_condition
 from ..env.spec import ACTIONS, BELIEF_DIMS, ENV_VERSION, METERS, STEPS_PER_EPISODE
 from ..teacher.trajectories import SCHEMA, read_trajectories
 
-EVAL_BASELINES = ("random", "heuristic", "heuristic_const_belief", "bayes", "oracle")
+EVAL_BASELINES = ("random", "heuristic", "heuristic_const_belief", "fallback", "bayes", "oracle")
 DEFAULT_EVAL_SEEDS = {"continuous": "0-99", "ood": "10000-10049", "discrete3": "20000-20014"}
 
 
