@@ -91,9 +91,11 @@ def _cmd_dataset(args) -> int:
         from .data.reeval_report import seeds_where_teacher_beats_heuristic
 
         keep = seeds_where_teacher_beats_heuristic(records, args.grader)
-    dataset = build_sft_dataset(records, validation_fraction=args.validation_fraction, keep_seeds=keep)
+    dataset = build_sft_dataset(records, validation_fraction=args.validation_fraction, keep_seeds=keep,
+                                prompt_format=args.prompt_format, reasoning=args.reasoning)
     provenance = {"teacher": records[0]["teacher"], "source_trajectories": str(args.jsonl), "filter": args.filter,
-                  "filter_grader": args.grader if args.filter != "none" else None}
+                  "filter_grader": args.grader if args.filter != "none" else None,
+                  "prompt_format": args.prompt_format, "reasoning": args.reasoning}
     summary = save_sft_dataset(dataset, args.out, provenance)
     print(f"{summary['path']}: examples {summary['examples']}, episodes {summary['episodes']}, "
           f"content {summary['content_hash'][:16]}")
@@ -184,6 +186,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--filter", choices=["none", "beat_heuristic"], default="none")
     p.add_argument("--grader", choices=list(GRADERS), default="v3", help="grader used by the filter")
     p.add_argument("--validation-fraction", type=float, default=0.1)
+    p.add_argument("--prompt-format", choices=["table", "chat"], default="chat",
+                   help="chat: one conversation per episode (default); table: one example per step")
+    p.add_argument("--reasoning", choices=["full", "none"], default="full", help="what the answer carries")
     p.set_defaults(func=_cmd_dataset)
 
     from .evaluation.rollouts import DEFAULT_EVAL_SEEDS, EVAL_BASELINES

@@ -131,6 +131,11 @@ def _now_line(now) -> str:
     return f"Now: day {now.day}, {now.slot} (step {now.step + 1} of {STEPS_PER_EPISODE}). Meters: {meters}."
 
 
+def _short_now_line(now) -> str:
+    # The chat format's state line: the meters in the header's order, as in the first turn.
+    return f"Now: day {now.day} {now.slot} (step {now.step + 1} of {STEPS_PER_EPISODE}), meters {_plain(now.meters)}"
+
+
 def render_chat_turn(history) -> str:
     """The user turn of the chat format for the decision at history[-1]: at the first step the start
     meters, afterwards only the newest history row (the last action's delta and anomaly), then the
@@ -140,8 +145,8 @@ def render_chat_turn(history) -> str:
     if len(history) == 1:
         first = (f"Start of the week, meters ({_METER_HEADER}): {_plain(now.meters)}\n"
                  f"Each turn: day slot action | delta | anomaly ({_METER_HEADER}).")
-        return f"{first}\n{_now_line(now)}"
-    return f"{_history_row(history[-2], now)}\n{_now_line(now)}"
+        return f"{first}\n{_short_now_line(now)}"
+    return f"{_history_row(history[-2], now)}\n{_short_now_line(now)}"
 
 
 def render_conversation(history, answers: list[str], *, variant: str = "full", prompt_format: str = "chat") -> list[dict]:

@@ -4,11 +4,11 @@ import pytest
 from rhythm_core.agents import AGENTS, BayesAgent, get_agent
 from rhythm_core.agents.rollout import rollout
 from rhythm_core.env import RhythmEnv, VectorRhythmEnv
-from rhythm_core.env.spec import BELIEF_DIMS, FACTORS, STEPS_PER_EPISODE
+from rhythm_core.env.spec import ACTIONS, BELIEF_DIMS, FACTORS, STEPS_PER_EPISODE
 
 
 def test_registry():
-    assert set(AGENTS) == {"random", "heuristic", "heuristic_const_belief", "bayes", "oracle"}
+    assert set(AGENTS) == {"random", "heuristic", "heuristic_const_belief", "fallback", "bayes", "oracle"}
     with pytest.raises(ValueError, match="unknown agent 'gpt'"):
         get_agent("gpt")
 
@@ -89,3 +89,18 @@ def test_scalar_env_with_batch_of_one_agent():
     assert terminated and "true_belief" in info and np.isfinite(total)
     # the same decisions as the heuristic playing seed 42 through the vector env
     assert actions == rollout(get_agent("heuristic"), "continuous", [42]).actions[0].tolist()
+
+
+def test_fallback_agent_plays_what_an_always_invalid_answer_gets(rollouts):
+    """Every step is an invalid answer replaced by protocol.fallback_action; no belief is stated."""
+    from rhythm_core.protocol import fallback_action
+
+    batch = rollouts("fallback", count=50)
+    assert batch.invalid.all() and not batch.has_belief.any()
+    env = RhythmEnv("continuous")
+    obs, _ = env.reset(seed=7)
+    played = rollout(get_agent("fallback"), "continuous", [7])
+    for t in range(STEPS_PER_EPISODE):
+        expected = fallback_action(obs)
+        assert played.actions[0, t] == ACTIONS.index(expected)
+        obs, *_ = env.step(expected)

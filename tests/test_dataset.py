@@ -76,6 +76,54 @@ def _step(records, seed, t) -> dict:
 
 
 # ---- examples ----------------------------------------------------------------------------------
+def test_chat_format_is_one_conversation_per_episode(records):
+    from rhythm_core.data.sft_dataset import dataset_format
+    from rhythm_core.protocol import render_chat_turn
+
+    chat = build_sft_dataset(records, validation_fraction=0.2, prompt_format="chat")
+    assert dataset_format(chat) == {"prompt_format": "chat", "reasoning": "full"}
+    assert sum(len(chat[s]) for s in chat) == len(SEEDS)
+    for _, row in _rows(chat):
+        record = next(r for r in records if r["seed"] == row["seed"])
+        roles = [m["role"] for m in row["messages"]]
+        assert roles == ["system"] + ["user", "assistant"] * STEPS_PER_EPISODE
+        answers = [parse_answer(m["content"]) for m in row["messages"] if m["role"] == "assistant"]
+        assert [a.action for a in answers] == record["actions"]
+        assert [a.belief for a in answers] == [s["parsed"]["belief"] for s in record["steps"]]
+        assert row["steps"] == list(range(STEPS_PER_EPISODE)) and len(row["env_states"]) == STEPS_PER_EPISODE
+        # each user turn is rendered from exactly the state its env_state restores
+        history = [EnvState.from_json(s).observation() for s in row["env_states"]]
+        users = [m["content"] for m in row["messages"] if m["role"] == "user"]
+        assert users == [render_chat_turn(history[: t + 1]) for t in range(STEPS_PER_EPISODE)]
+        assert np.allclose([o.meters for o in history], record["meters"][:STEPS_PER_EPISODE])
+    assert not check_no_eval_seeds(chat)
+    assert "prompt format | chat" in dataset_card(chat, PROVENANCE)
+
+
+def test_reasoning_none_keeps_belief_and_action_only(records):
+    bare = build_sft_dataset(records, validation_fraction=0.2, prompt_format="chat", reasoning="none")
+    full = build_sft_dataset(records, validation_fraction=0.2, prompt_format="chat")
+    for (_, b), (_, f) in zip(_rows(bare), _rows(full)):
+        for mb, mf in zip(b["messages"], f["messages"]):
+            if mb["role"] != "assistant":
+                assert mb == mf
+                continue
+            pb, pf = parse_answer(mb["content"]), parse_answer(mf["content"])
+            assert pb.reasoning == "" and pf.reasoning and (pb.action, pb.belief) == (pf.action, pf.belief)
+    with pytest.raises(ValueError, match="unknown reasoning"):
+        build_sft_dataset(records, reasoning="some")
+
+
+def test_chat_format_leaves_out_episodes_with_a_fallback_step(records):
+    broken = copy.deepcopy(records)
+    step = broken[0]["steps"][5]
+    step["invalid"], step["parsed"] = True, {**step["parsed"], "valid": False}
+    chat = build_sft_dataset(broken, validation_fraction=0.2, prompt_format="chat")
+    assert sum(len(chat[s]) for s in chat) == len(SEEDS) - 1
+    assert broken[0]["seed"] not in {row["seed"] for _, row in _rows(chat)}
+
+
+
 def test_one_example_per_step_with_canonical_teacher_answer(records, built):
     assert set(built) == {"train", "validation"}
     assert sum(len(built[s]) for s in built) == len(SEEDS) * STEPS_PER_EPISODE

@@ -356,3 +356,40 @@ def test_fallback_on_a_real_observation(full_history):
         action = fallback_action(obs)
         assert action in ACTIONS
         assert (action == "SLEEP") == (obs.slot == "night")
+
+
+def test_fallback_actions_vectorized_matches_the_scalar_rule():
+    from rhythm_core.protocol import fallback_actions
+
+    steps = np.array([3, 7, 0, 5, 1, 2])
+    vitality = np.array([0.9, 0.05, 0.2, 0.249, 0.25, 0.8])
+    expected = [fallback_action(_observation(int(s), float(v))) for s, v in zip(steps, vitality)]
+    assert [ACTIONS[i] for i in fallback_actions(steps, vitality)] == expected
+
+
+def test_chat_conversation_grows_by_one_row_and_one_answer_per_step(full_history):
+    from rhythm_core.protocol import render_chat_turn, render_conversation
+
+    answers = [f"answer {t}" for t in range(len(full_history))]
+    for cut in (1, 2, 5, len(full_history)):
+        history = full_history[:cut]
+        messages = render_conversation(history, answers[: cut - 1], variant="compact")
+        assert [m["role"] for m in messages] == ["system"] + ["user", "assistant"] * (cut - 1) + ["user"]
+        assert [m["content"] for m in messages if m["role"] == "assistant"] == answers[: cut - 1]
+        user = messages[-1]["content"]
+        assert user == render_chat_turn(history)
+        now = history[-1]
+        assert f"day {now.day} {now.slot} (step {now.step + 1} of {STEPS_PER_EPISODE})" in user
+        if cut > 1:  # only the newest row: the previous slot's action and its anomaly, not the whole week
+            rows = [line for line in user.splitlines() if line[:1].isdigit()]
+            assert len(rows) == 1 and rows[0].split()[:3] == [str(history[-2].day), history[-2].slot,
+                                                              now.last_action]
+        # the conversation only grows: step t's prompt is a prefix of step t+1's
+        if cut < len(full_history):
+            longer = render_conversation(full_history[: cut + 1], answers[:cut], variant="compact")
+            assert longer[: len(messages)] == messages
+    assert render_conversation(full_history[:3], [], prompt_format="table") == render_messages(full_history[:3])
+    with pytest.raises(ValueError, match="needs 2 earlier answers"):
+        render_conversation(full_history[:3], ["only one"])
+    with pytest.raises(ValueError, match="unknown prompt format"):
+        render_conversation(full_history[:3], answers[:2], prompt_format="xml")

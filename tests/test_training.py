@@ -111,3 +111,49 @@ def test_lora_path_trains_an_adapter_and_reloads_merged(short_dataset, tmp_path)
     assert (Path(result["merged_dir"]) / "config.json").exists()
     model, tokenizer = load_model_and_tokenizer(str(model_dir))  # adapter merged on load
     assert not hasattr(model, "peft_config")
+
+
+def test_chat_format_trains_plays_its_own_conversation_and_feeds_grpo(tmp_path):
+    """The chat prompt format end to end: the dataset's format reaches the checkpoint, the policy
+    keeps one conversation per episode with its own answers in it, and GRPO prompts are
+    conversation prefixes ending at a user turn with the env state of that decision."""
+    import datasets
+
+    from rhythm_core.data.sft_dataset import build_sft_dataset, save_sft_dataset
+    from rhythm_core.env import EnvState
+    from rhythm_core.teacher.run import TeacherSettings, run_teacher
+    from rhythm_core.teacher.trajectories import read_trajectories
+    from rhythm_core.training.generation import SamplingConfig
+    from rhythm_core.training.grpo import GRPORunConfig, _teacher_prompts
+    from rhythm_core.training.policy import LLMPolicyAgent
+    from rhythm_core.training.sft import SFTRunConfig, run_sft, with_system_prompt
+
+    run_teacher(TeacherSettings(), "continuous", range(1100, 1108), tmp_path / "teacher.jsonl")
+    records = read_trajectories(tmp_path / "teacher.jsonl").records
+    save_sft_dataset(build_sft_dataset(records, validation_fraction=0.25, prompt_format="chat", reasoning="none"),
+                     tmp_path / "sft", {"note": "chat"})
+    result = run_sft(SFTRunConfig(max_steps=4, per_device_train_batch_size=2, eval_examples=2),
+                     tmp_path / "sft", tmp_path / "sft_out")
+    info = json.loads(open(result["model_dir"] + "/rhythm_checkpoint.json").read())
+    assert (info["prompt_format"], info["reasoning"]) == ("chat", "none") and result["prompt_format"] == "chat"
+
+    agent = LLMPolicyAgent.from_checkpoint(result["model_dir"], sampling=SamplingConfig(max_new_tokens=6))
+    assert agent.prompt_format == "chat"
+    env = VectorRhythmEnv("continuous")
+    obs, _ = env.reset([9000, 9001])
+    agent.reset(env)
+    for t in range(3):
+        decision = agent.act(obs)
+        messages = agent.last_messages[0]
+        assert [m["role"] for m in messages] == ["system"] + ["user", "assistant"] * t + ["user"]
+        assert [m["content"] for m in messages if m["role"] == "assistant"] == agent.answers[0][:t]
+        obs, *_ = env.step(decision.actions)
+    assert agent.answers[1][2] == decision.reasoning[1]  # its own raw answer stays in its conversation
+
+    teacher = with_system_prompt(datasets.load_from_disk(str(tmp_path / "sft"))["train"], "compact")
+    prompts = _teacher_prompts(teacher, GRPORunConfig(teacher_prompts=20, seed=1))
+    assert len(prompts) == 20
+    for row in prompts:
+        assert row["prompt"][-1]["role"] == "user" and row["prompt"][0]["role"] == "system"
+        assert sum(m["role"] == "user" for m in row["prompt"]) == row["step"] + 1
+        assert EnvState.from_json(row["env_state"]).step == row["step"]

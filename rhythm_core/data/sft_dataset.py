@@ -19,6 +19,21 @@ beliefs against it) and `env_state` (JSON of a one-episode `EnvState` at the pro
 `VectorRhythmEnv(condition).restore(EnvState.from_dict(json.loads(row["env_state"])))`: GRPO can
 roll a sampled action forward from exactly the prompt's state).
 
+Two prompt formats (`prompt_format`, recorded in the dataset's build info and card, and from there
+in the checkpoint, so evaluation and GRPO prompt the student the way it was trained):
+
+- "table": one example per decision, as above: the user turn re-renders the whole week so far.
+- "chat": one example per episode: the whole week as one conversation, a user turn per step with
+  only the newest observation row and the state now (`protocol.render_chat_turn`), the teacher's
+  answer after each. With the loss on the assistant turns, one sequence supervises all 28 answers,
+  and each answer is read beside the earlier ones, so inferring the person becomes a small update
+  per step. Columns `steps` and `env_states` hold, per assistant turn, its step and the env state
+  at its prompt. Episodes with a fallback step are left out (the conversation would have to show an
+  answer the teacher did not give).
+
+`reasoning` chooses what the answer carries: "full" (the teacher's reasoning) or "none" (an empty
+reasoning string: belief and action only, a third of the tokens).
+
 Train/validation is split by episode, never across one episode's steps, from a hash of (split seed,
 condition, seed): an episode's split does not depend on which other episodes are in the file, so a
 dataset built from a grown trajectory file keeps every old validation episode in validation.
@@ -42,10 +57,11 @@ import numpy as np
 import yaml
 
 from ..artifacts import atomic_write_text, publish_dir, staging
+from ..env import EnvState
 from ..env.conditions import EVAL_SEEDS
 from ..env.profiles import sample_factors
 from ..env.spec import ENV_VERSION, STEPS_PER_EPISODE, true_belief
-from ..protocol import SYSTEM_PROMPT, format_answer
+from ..protocol import PROMPT_FORMATS, SYSTEM_PROMPT, format_answer, render_conversation
 from ..teacher.trajectories import replay, validate_record
 
 SPLITS = ("train", "validation")
@@ -61,6 +77,19 @@ FEATURES = datasets.Features(
         "env_state": datasets.Value("string"),
     }
 )
+# The chat format: one row per episode; per assistant turn its step and the env state at its prompt.
+CHAT_FEATURES = datasets.Features(
+    {
+        "messages": FEATURES["messages"],
+        "condition": datasets.Value("string"),
+        "seed": datasets.Value("int64"),
+        "steps": [datasets.Value("int64")],
+        "teacher": datasets.Value("string"),
+        "true_belief": [datasets.Value("float64")],
+        "env_states": [datasets.Value("string")],
+    }
+)
+REASONING = ("full", "none")
 _SECRET_KEY = re.compile(r"token|api_?key|secret|password|credential", re.IGNORECASE)
 _HF_TOKEN = re.compile(r"^hf_[A-Za-z0-9]{20,}$")
 
@@ -115,7 +144,7 @@ def _replay_states(condition: str, records: list[dict], keep: list[list[bool]]) 
     return states
 
 
-def _answer(record: dict, step: dict, t: int) -> str | None:
+def _answer(record: dict, step: dict, t: int, reasoning: str = "full") -> str | None:
     """The canonical teacher answer of a step, or None for a fallback (invalid) step."""
     parsed = step.get("parsed") or {}
     if step.get("invalid") or not parsed.get("valid"):
@@ -125,7 +154,7 @@ def _answer(record: dict, step: dict, t: int) -> str | None:
             f"{record['condition']} seed {record['seed']} step {t}: parsed action {parsed.get('action')!r} is not "
             f"the action taken ({step.get('action')!r})"
         )
-    return format_answer(parsed["action"], parsed.get("belief"), parsed.get("reasoning") or "")
+    return format_answer(parsed["action"], parsed.get("belief"), (parsed.get("reasoning") or "") if reasoning == "full" else "")
 
 
 def build_sft_dataset(
@@ -134,6 +163,8 @@ def build_sft_dataset(
     validation_fraction: float = 0.1,
     keep_seeds: set[int] | None = None,
     seed: int = 0,
+    prompt_format: str = "table",
+    reasoning: str = "full",
 ) -> datasets.DatasetDict:
     """Teacher trajectory records -> DatasetDict {"train", "validation"}, one example per valid step.
 
@@ -141,6 +172,10 @@ def build_sft_dataset(
     seed. Rows are ordered by (condition, seed, step); trainers shuffle. Both splits always exist
     (validation is empty only with a single episode).
     """
+    if prompt_format not in PROMPT_FORMATS:
+        raise ValueError(f"unknown prompt_format {prompt_format!r}; allowed: {', '.join(PROMPT_FORMATS)}")
+    if reasoning not in REASONING:
+        raise ValueError(f"unknown reasoning {reasoning!r}; allowed: {', '.join(REASONING)}")
     if keep_seeds is not None:
         keep_seeds = {int(s) for s in keep_seeds}
     chosen, seen = [], set()
@@ -157,35 +192,47 @@ def build_sft_dataset(
     chosen.sort(key=lambda r: (r["condition"], int(r["seed"])))
     split_of = assign_splits([(r["condition"], int(r["seed"])) for r in chosen], validation_fraction, seed)
 
-    columns = {split: {name: [] for name in FEATURES} for split in SPLITS}
+    features = CHAT_FEATURES if prompt_format == "chat" else FEATURES
+    columns = {split: {name: [] for name in features} for split in SPLITS}
+    dropped_episodes = 0
     for condition in sorted({r["condition"] for r in chosen}):
         group = [r for r in chosen if r["condition"] == condition]
         for r in group:
             for t, step in enumerate(r["steps"]):
                 if step.get("step", t) != t:
                     raise ValueError(f"{condition} seed {r['seed']}: steps[{t}] has step {step.get('step')!r}")
-        answers = [[_answer(r, step, t) for t, step in enumerate(r["steps"])] for r in group]
-        states = _replay_states(condition, group, [[a is not None for a in ans] for ans in answers])
+        answers = [[_answer(r, step, t, reasoning) for t, step in enumerate(r["steps"])] for r in group]
+        keep = [[a is not None or prompt_format == "chat" for a in ans] for ans in answers]
+        states = _replay_states(condition, group, keep)
         beliefs = true_belief(sample_factors(condition, [int(r["seed"]) for r in group]))
         for r, ans, st, belief in zip(group, answers, states, beliefs):
             out = columns[split_of[(condition, int(r["seed"]))]]
-            belief = [float(b) for b in belief]
+            row = {"condition": condition, "seed": int(r["seed"]), "teacher": str(r["teacher"]["id"]),
+                   "true_belief": [float(b) for b in belief]}
+            if prompt_format == "chat":
+                if any(a is None for a in ans):
+                    dropped_episodes += 1  # see the module docstring
+                    continue
+                history = [EnvState.from_json(s).observation() for s in st]
+                row.update(messages=render_conversation(history, ans[:-1], variant="full") +
+                           [{"role": "assistant", "content": ans[-1]}],
+                           steps=list(range(STEPS_PER_EPISODE)), env_states=st)
+                for name, value in row.items():
+                    out[name].append(value)
+                continue
             for t, answer in enumerate(ans):
                 if answer is None:
                     continue  # a fallback step: no teacher answer to learn from (see the module docstring)
-                out["messages"].append([
+                step_row = {**row, "step": t, "env_state": st[t], "messages": [
                     {"role": "system", "content": SYSTEM_PROMPT},
                     {"role": "user", "content": r["steps"][t]["prompt"]},
                     {"role": "assistant", "content": answer},
-                ])
-                out["condition"].append(condition)
-                out["seed"].append(int(r["seed"]))
-                out["step"].append(t)
-                out["teacher"].append(str(r["teacher"]["id"]))
-                out["true_belief"].append(belief)
-                out["env_state"].append(st[t])
-    if not any(columns[s]["step"] for s in SPLITS):
-        raise ValueError("every step of the chosen episodes fell back (invalid answers): no SFT examples")
+                ]}
+                for name, value in step_row.items():
+                    out[name].append(value)
+    if not any(columns[s]["seed"] for s in SPLITS):
+        raise ValueError("every step of the chosen episodes fell back (invalid answers): no SFT examples" if
+                         prompt_format == "table" else "every chosen episode has a fallback step: no chat examples")
     build = {  # kept in each split's DatasetInfo.description (not part of the content hash)
         "schema": DATASET_SCHEMA,
         "split_seed": seed,
@@ -193,11 +240,20 @@ def build_sft_dataset(
         "episodes_in_records": len(records),
         "episodes_kept": len(chosen),
         "keep_seeds_filter": keep_seeds is not None,
+        "prompt_format": prompt_format,
+        "reasoning": reasoning,
+        "episodes_dropped_for_fallback_steps": dropped_episodes,
     }
-    info = datasets.DatasetInfo(description=json.dumps(build, sort_keys=True), features=FEATURES)
+    info = datasets.DatasetInfo(description=json.dumps(build, sort_keys=True), features=features)
     return datasets.DatasetDict(
-        {split: datasets.Dataset.from_dict(columns[split], features=FEATURES, info=info.copy()) for split in SPLITS}
+        {split: datasets.Dataset.from_dict(columns[split], features=features, info=info.copy()) for split in SPLITS}
     )
+
+
+def dataset_format(dataset_dict) -> dict:
+    """{"prompt_format", "reasoning"} a dataset was built with ("table"/"full" for older datasets)."""
+    build = _build_info(dataset_dict)
+    return {"prompt_format": build.get("prompt_format", "table"), "reasoning": build.get("reasoning", "full")}
 
 
 def _build_info(dataset_dict) -> dict:
@@ -359,20 +415,43 @@ def _card(dataset_dict, provenance: dict, digest: str, episodes: dict[str, list[
     source = provenance.get("source_file", "unknown")
     source_hash = provenance.get("source_sha256", "unknown")
     eval_hits = _eval_hits(episodes)
+    chat = build.get("prompt_format") == "chat"
+    if chat:
+        layout = ("One example per episode: the whole week as one conversation (system prompt; per step a user turn "
+                  "with the newest observation row and the state now, then the teacher's canonical JSON answer), "
+                  "every assistant turn supervised. Episodes with a step where the teacher's answer was unusable "
+                  f"are left out ({build.get('episodes_dropped_for_fallback_steps', 0)} here).")
+        columns = ["- `messages`: the episode's conversation (TRL conversational format).",
+                   "- `condition`, `seed`: the episode; `steps`: the step (0-27) of each assistant turn.",
+                   "- `teacher`: the teacher id.",
+                   "- `true_belief`: the hidden profile's true belief (social, morning, work), for reward computation. "
+                   "Never show it to the model.",
+                   "- `env_states`: per assistant turn, JSON of the env state at its prompt "
+                   "(`rhythm_core.env.EnvState.to_dict`), to restore the env and roll a sampled action forward."]
+    else:
+        layout = ("One example per teacher decision: the system prompt, the rendered week so far "
+                  "(user), and the teacher's canonical JSON answer (assistant: reasoning, belief about the hidden profile, "
+                  "action). Steps where the teacher's answer was unusable and the env fell back to a safe action are left "
+                  "out: that action was not the teacher's.")
+        columns = ["- `messages`: system / user / assistant chat turns (TRL conversational format).",
+                   "- `condition`, `seed`, `step`: the episode and the decision (0-27).",
+                   "- `teacher`: the teacher id.",
+                   "- `true_belief`: the hidden profile's true belief (social, morning, work), for reward computation. "
+                   "Never show it to the model.",
+                   "- `env_state`: JSON of the env state at the prompt (`rhythm_core.env.EnvState.to_dict`), to restore "
+                   "the env and roll a sampled action forward."]
     lines = [
         "---", front.rstrip("\n"), "---", "",
         "# RhythmEnv teacher SFT data", "",
         "Chat examples distilled from a teacher playing RhythmEnv (one simulated week, 28 decisions, hidden "
-        "personality profile). One example per teacher decision: the system prompt, the rendered week so far "
-        "(user), and the teacher's canonical JSON answer (assistant: reasoning, belief about the hidden profile, "
-        "action). Steps where the teacher's answer was unusable and the env fell back to a safe action are left "
-        "out: that action was not the teacher's.", "",
+        "personality profile). " + layout, "",
         "## Provenance", "",
         "| field | value |", "|---|---|",
         f"| teacher | {_cell(teacher)} |",
         f"| teacher ids in data | {', '.join(teachers) or 'none'} |",
         f"| grader | {_cell(provenance.get('grader', 'unknown'))} |",
         f"| episode filter | {_cell(filter_text)} |",
+        f"| prompt format | {build.get('prompt_format', 'table')}; reasoning {build.get('reasoning', 'full')} |",
         f"| env version | {_cell(provenance.get('env_version', ENV_VERSION))} |",
         f"| source trajectories | {_cell(source)} |",
         f"| source sha256 | {_cell(source_hash)} |",
@@ -388,19 +467,12 @@ def _card(dataset_dict, provenance: dict, digest: str, episodes: dict[str, list[
         for c, seed in episodes[s]:
             by_condition.setdefault(c, []).append(seed)
         seeds_text = "; ".join(f"{c} ({len(v)}): {seed_ranges(v)}" for c, v in sorted(by_condition.items())) or "none"
-        dropped = len(episodes[s]) * STEPS_PER_EPISODE - summary["examples"][s]
+        dropped = len(episodes[s]) * STEPS_PER_EPISODE - summary["examples"][s] if not chat else "–"
         lines.append(f"| {s} | {len(episodes[s])} | {summary['examples'][s]} | {dropped} | {seeds_text} |")
     conditions = Counter(c for s in splits for c, _ in episodes[s])
     lines += [
         "", "Episodes per condition: " + (", ".join(f"{c} {n}" for c, n in sorted(conditions.items())) or "none") + ".",
-        "", "## Columns", "",
-        "- `messages`: system / user / assistant chat turns (TRL conversational format).",
-        "- `condition`, `seed`, `step`: the episode and the decision (0-27).",
-        "- `teacher`: the teacher id.",
-        "- `true_belief`: the hidden profile's true belief (social, morning, work), for reward computation. "
-        "Never show it to the model.",
-        "- `env_state`: JSON of the env state at the prompt (`rhythm_core.env.EnvState.to_dict`), to restore the "
-        "env and roll a sampled action forward.",
+        "", "## Columns", "", *columns,
         "", "## Full provenance", "", "```json", provenance_json, "```", "",
     ]
     return "\n".join(lines)
@@ -513,6 +585,7 @@ def push_to_hub(
 
 
 __all__ = [
+    "dataset_format",
     "FEATURES",
     "SPLITS",
     "assign_splits",

@@ -130,6 +130,10 @@ class EnvState:
     def from_json(cls, text: str) -> EnvState:
         return cls.from_dict(json.loads(text))
 
+    def observation(self, i: int = 0) -> Observation:
+        """What episode i's agent saw at this snapshot (the hidden profile is not part of it)."""
+        return BatchObservation(self.step, self.meters, self.last_action, self.last_delta, self.anomaly).item(i)
+
     def episode(self, i: int) -> EnvState:
         """Episode i of a batch snapshot, as a one-episode snapshot."""
         arrays = {name: getattr(self, name)[i : i + 1] for name in self.__dataclass_fields__

@@ -53,7 +53,8 @@ def play_records(agent, condition: str, seeds, identity: dict) -> list[dict]:
     for t in range(STEPS_PER_EPISODE):
         before = [obs.item(i) for i in range(n)]
         decision = agent.act(obs)
-        prompts = [m[1]["content"] for m in agent.last_messages] if getattr(agent, "last_messages", None) else None
+        # the step's newest user turn: the whole table (table format) or the new row and state (chat)
+        prompts = [m[-1]["content"] for m in agent.last_messages] if getattr(agent, "last_messages", None) else None
         obs, *_ = env.step(decision.actions)
         for i in range(n):
             raw = decision.reasoning[i] if decision.reasoning is not None else None

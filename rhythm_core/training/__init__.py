@@ -2,6 +2,6 @@
 (`sft`, `grpo`), the one-process entry point shared by local and remote runs (`entry`), and the LLM
 as an agent (`policy`, with batched `generation` and the `prompt_cache`). No Dagster.
 
-May import `env`, `agents`, `graders` and the top-level `protocol` / `artifacts`; never `data`,
-`evaluation` or `compute` (the dataset is read from disk).
+May import `env`, `agents`, `graders`, `data` (the format a dataset was built with) and the top-level
+`protocol` / `artifacts`; never `evaluation` or `compute`.
 """

@@ -1,13 +1,13 @@
 """GRPO refinement of the SFT student with TRL, rewarded by the real environment and grader.
 
 Design: step-level prompts, not TRL's multi-turn `environment_factory`. Every prompt already holds
-the whole observation history, and the dataset carries the env snapshot it was rendered from, so a
-single answer can be scored exactly: restore the snapshot, apply the answer's action, let a fixed
-policy (the heuristic) finish the week, and grade the result. That gives a dense, unbiased
-per-decision reward at the cost of one short simulation, keeps each sequence to one prompt plus one
-answer (a 28-turn conversation would not fit a small student's context, nor CPU memory), and lets
-prompts mix states visited by the teacher with states the SFT student reaches on its own, which a
-multi-turn rollout from reset could not target.
+the whole observation history (the week's table, or in the chat format the conversation so far),
+and the dataset carries the env snapshot it was rendered from, so a single answer can be scored
+exactly: restore the snapshot, apply the answer's action, let a fixed policy (the heuristic) finish
+the week, and grade the result. That gives a dense, unbiased per-decision reward at the cost of one
+short simulation, keeps each sequence to one prompt plus one answer, and lets prompts mix states
+visited by the teacher with states the SFT student reaches on its own, which a multi-turn rollout
+from reset could not target. Prompts use the SFT checkpoint's prompt format.
 
 Rewards (TRL sums them with `reward_weights`, then normalizes within each group):
   answer_validity  1 if the answer parses with a legal action, else 0
@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from ..agents import heuristic_actions
-from ..env import BatchObservation, EnvState, VectorRhythmEnv
+from ..env import EnvState, VectorRhythmEnv
 from ..env.profiles import sample_factors
 from ..env.spec import ACTION_INDEX, BELIEF_DIMS, SLOTS, STEPS_PER_EPISODE, true_belief
 from ..graders import get_grader
@@ -95,11 +95,6 @@ def _stack(states: list[EnvState]) -> EnvState:
     return EnvState(condition=first.condition, step=first.step, **arrays)
 
 
-def _observation(state: EnvState):
-    """What the agent saw in a one-episode snapshot (no env needs to be rebuilt for that)."""
-    return BatchObservation(state.step, state.meters, state.last_action, state.last_delta, state.anomaly).item(0)
-
-
 def _completion_text(completion) -> str:
     if isinstance(completion, list):  # conversational: [{"role": "assistant", "content": ...}]
         return completion[-1]["content"] if completion else ""
@@ -116,7 +111,7 @@ def make_reward_functions(grader_name: str):
         states = [EnvState.from_json(s) for s in env_state]
         chosen, baseline = [], []
         for text, state in zip(completions, states):
-            obs = _observation(state)
+            obs = state.observation()
             parsed = parse_answer(_completion_text(text))
             chosen.append(ACTION_INDEX[parsed.action if parsed.valid else fallback_action(obs)])
             baseline.append(int(heuristic_actions(state.meters, obs.step % len(SLOTS))[0]))
@@ -154,14 +149,32 @@ def collect_student_states(agent: LLMPolicyAgent, condition: str, seeds) -> list
     return rows
 
 
+def _teacher_prompts(teacher, config: GRPORunConfig) -> list[dict]:
+    """`config.teacher_prompts` decisions drawn from the SFT data: in the table format a row is a
+    decision; in the chat format a row is an episode and a decision is its conversation up to the
+    k-th user turn (the teacher's answers before it), with the env state at that prompt."""
+    if "env_states" not in teacher.column_names:  # table format
+        teacher = teacher.shuffle(seed=config.seed).select(range(min(config.teacher_prompts, len(teacher))))
+        return [{"prompt": r["messages"][:-1], "env_state": r["env_state"], "true_belief": r["true_belief"],
+                 "condition": r["condition"], "seed": r["seed"], "step": r["step"], "source": "teacher"}
+                for r in teacher]
+    decisions = [(i, k) for i, steps in enumerate(teacher["steps"]) for k in range(len(steps))]
+    order = np.random.default_rng(config.seed).permutation(len(decisions))[: config.teacher_prompts]
+    rows = []
+    for i, k in sorted(decisions[j] for j in order):
+        r = teacher[i]
+        user_turns = [n for n, m in enumerate(r["messages"]) if m["role"] == "user"]
+        rows.append({"prompt": r["messages"][: user_turns[k] + 1], "env_state": r["env_states"][k],
+                     "true_belief": r["true_belief"], "condition": r["condition"], "seed": r["seed"],
+                     "step": r["steps"][k], "source": "teacher"})
+    return rows
+
+
 def build_prompt_dataset(dataset_dir, variant: str, config: GRPORunConfig, agent: LLMPolicyAgent | None):
     import datasets
 
-    teacher = datasets.load_from_disk(str(dataset_dir))["train"]
-    teacher = with_system_prompt(teacher, variant).shuffle(seed=config.seed)
-    teacher = teacher.select(range(min(config.teacher_prompts, len(teacher))))
-    rows = [{"prompt": r["messages"][:-1], "env_state": r["env_state"], "true_belief": r["true_belief"],
-             "condition": r["condition"], "seed": r["seed"], "step": r["step"], "source": "teacher"} for r in teacher]
+    teacher = with_system_prompt(datasets.load_from_disk(str(dataset_dir))["train"], variant)
+    rows = _teacher_prompts(teacher, config)
     if agent is not None and config.student_episodes > 0:
         seeds = range(config.student_seeds_start, config.student_seeds_start + config.student_episodes)
         rows += collect_student_states(agent, "continuous", list(seeds))
@@ -181,6 +194,7 @@ def run_grpo(config: GRPORunConfig, dataset_dir, init_dir, out_dir, *, on_log: C
     out.mkdir(parents=True, exist_ok=True)
     info = checkpoint_info(init_dir)
     variant = info.get("prompt_variant", "full")
+    prompt_format = info.get("prompt_format", "table")
     is_adapter = (Path(init_dir) / "adapter_config.json").exists()
     student = LLMPolicyAgent.from_checkpoint(init_dir, sampling=SamplingConfig(max_new_tokens=config.max_completion_length,
                                                                                 temperature=0.0))
@@ -223,9 +237,10 @@ def run_grpo(config: GRPORunConfig, dataset_dir, init_dir, out_dir, *, on_log: C
         **{f"final_{name}": last(name) for name in names},
         "final_kl": kl[-1][1] if kl else None,
         "mean_reward_std_within_groups": float(np.mean(within_group_std)) if within_group_std else None,
-        "init_is_adapter": is_adapter, "prompt_variant": variant, "wall_s": round(time.perf_counter() - start, 2),
+        "init_is_adapter": is_adapter, "prompt_variant": variant, "prompt_format": prompt_format, "wall_s": round(time.perf_counter() - start, 2),
     }
-    record = {"stage": "grpo", "config": asdict(config), "prompt_variant": variant, "metrics": metrics,
+    record = {"stage": "grpo", "config": asdict(config), "prompt_variant": variant, "prompt_format": prompt_format,
+              "reasoning": info.get("reasoning", "full"), "metrics": metrics,
               "max_answer_tokens": info.get("max_answer_tokens"),
               "provenance": provenance or {}, "init": str(init_dir), "model_dir": str(model_dir)}
     (model_dir / "rhythm_checkpoint.json").write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")

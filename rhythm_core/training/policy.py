@@ -1,5 +1,9 @@
 """An LLM as a RhythmEnv agent: lockstep batched generation, one `generate` call per step for all
-episodes, answers parsed by the protocol, invalid answers replaced by the safe fallback and counted."""
+episodes, answers parsed by the protocol, invalid answers replaced by the safe fallback and counted.
+
+The prompt format is the checkpoint's (`prompt_format` in rhythm_checkpoint.json): "table" renders
+the week so far into one user message per step; "chat" keeps one conversation per episode, the
+model's own earlier answers (as generated) in it."""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ import numpy as np
 from ..agents.base import Agent, Decision
 from ..env import BatchObservation, VectorRhythmEnv
 from ..env.spec import ACTION_INDEX, BELIEF_DIMS
-from ..protocol import fallback_action, parse_answer, render_messages
+from ..protocol import fallback_action, parse_answer, render_conversation
 from .generation import SamplingConfig, generate_answers
 from .models import checkpoint_info, load_model_and_tokenizer
 from .prompt_cache import PromptCache, supports_prompt_cache
@@ -20,10 +24,11 @@ class LLMPolicyAgent(Agent):
     emits_belief = True
 
     def __init__(self, model, tokenizer, *, sampling: SamplingConfig | None = None, variant: str = "full",
-                 name: str = "student", batch_size: int = 64, reuse_prompt_cache: bool = True):
+                 prompt_format: str = "table", name: str = "student", batch_size: int = 64,
+                 reuse_prompt_cache: bool = True):
         self.model, self.tokenizer = model, tokenizer
         self.sampling = sampling or SamplingConfig()
-        self.variant, self.name, self.batch_size = variant, name, batch_size
+        self.variant, self.prompt_format, self.name, self.batch_size = variant, prompt_format, name, batch_size
         # Each step's prompt extends the last one, so its shared prefix need not be run again.
         self.reuse_prompt_cache = reuse_prompt_cache and supports_prompt_cache(model)
         self.prompt_cache: PromptCache | None = None
@@ -38,12 +43,14 @@ class LLMPolicyAgent(Agent):
         if sampling.max_new_tokens is None and info.get("max_answer_tokens"):
             sampling = SamplingConfig(**{**sampling.__dict__, "max_new_tokens": int(1.5 * info["max_answer_tokens"])})
         variant = kwargs.pop("variant", info.get("prompt_variant", "full"))
-        return cls(model, tokenizer, sampling=sampling, variant=variant, **kwargs)
+        prompt_format = kwargs.pop("prompt_format", info.get("prompt_format", "table"))
+        return cls(model, tokenizer, sampling=sampling, variant=variant, prompt_format=prompt_format, **kwargs)
 
     def reset(self, env: VectorRhythmEnv) -> None:
         super().reset(env)
         n = env.num_envs
         self.histories = [[] for _ in range(n)]
+        self.answers: list[list[str]] = [[] for _ in range(n)]  # each episode's answers so far (chat format)
         self.beliefs = np.full((n, len(BELIEF_DIMS)), np.nan)
         self.last_messages: list[list[dict]] = []
         self.last_parsed: list = []
@@ -52,13 +59,16 @@ class LLMPolicyAgent(Agent):
     def act(self, obs: BatchObservation) -> Decision:
         for n in range(len(obs)):
             self.histories[n].append(obs.item(n))
-        messages = [render_messages(h, variant=self.variant) for h in self.histories]
+        messages = [render_conversation(h, a, variant=self.variant, prompt_format=self.prompt_format)
+                    for h, a in zip(self.histories, self.answers)]
         sampling = SamplingConfig(**{**self.sampling.__dict__, "seed": self.sampling.seed + 1000 * obs.step})
         answers = generate_answers(self.model, self.tokenizer, messages, sampling, batch_size=self.batch_size,
                                    prompt_cache=self.prompt_cache)
         actions = np.empty(len(obs), dtype=np.int64)
         invalid = np.zeros(len(obs), dtype=bool)
         self.last_parsed = [parse_answer(answer) for answer in answers]
+        for n, answer in enumerate(answers):
+            self.answers[n].append(answer)
         for n, parsed in enumerate(self.last_parsed):
             if parsed.valid:
                 actions[n] = ACTION_INDEX[parsed.action]

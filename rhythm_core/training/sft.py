@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ..data.sft_dataset import dataset_format
 from ..protocol import system_prompt
 from .generation import SamplingConfig, valid_answer_rate
 from .models import TINY, device_name, load_model_and_tokenizer
@@ -29,7 +30,7 @@ class SFTRunConfig:
     learning_rate: float = 5e-3  # for the tiny model; ~2e-4 suits LoRA on a real model
     per_device_train_batch_size: int = 8
     gradient_accumulation_steps: int = 1
-    max_length: int = 2048
+    max_length: int = 4096  # a chat-format week with full reasoning is ~3.7k tiny-tokenizer tokens
     use_lora: bool | None = None  # None: LoRA for real models, full training for the tiny one
     lora_r: int = 16
     lora_alpha: int = 32
@@ -83,8 +84,20 @@ def _has_generation_markers(tokenizer) -> bool:
 
 
 def _to_prompt_completion(ds):
-    return ds.map(lambda row: {"prompt": row["messages"][:-1], "completion": row["messages"][-1:]},
-                  remove_columns=ds.column_names)
+    """TRL's prompt/completion form, for chat templates without generation markers: one pair per
+    assistant turn (a chat-format episode gives 28 pairs, each prompt the conversation before it),
+    so the loss still covers every answer and nothing else."""
+
+    def split(batch):
+        out = {"prompt": [], "completion": []}
+        for messages in batch["messages"]:
+            for k, message in enumerate(messages):
+                if message["role"] == "assistant":
+                    out["prompt"].append(messages[:k])
+                    out["completion"].append([message])
+        return out
+
+    return ds.map(split, batched=True, remove_columns=ds.column_names)
 
 
 def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dict], None] | None = None,
@@ -103,6 +116,7 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     data = datasets.load_from_disk(str(dataset_dir))
+    data_format = dataset_format(data)  # the checkpoint records it: GRPO and evaluation prompt the same way
     data = datasets.DatasetDict({name: with_system_prompt(split.select_columns(["messages"]), config.variant)
                                  for name, split in data.items()})
     train, validation = data["train"], data["validation"]
@@ -172,11 +186,12 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
         "eval_loss": evaluation.get("eval_loss"), "eval_mean_token_accuracy": evaluation.get("eval_mean_token_accuracy"),
         "final_mean_token_accuracy": history[-1].get("mean_token_accuracy") if history else None,
         "valid_answer_rate_before": valid_before, "valid_answer_rate_after": valid_after,
+        "prompt_format": data_format["prompt_format"], "reasoning": data_format["reasoning"],
         "train_examples": len(train), "wall_s": round(time.perf_counter() - start, 2),
     }
     plot_curves({"train loss": [(e["step"], e["loss"]) for e in history]}, out / "training_loss.png",
                 title=f"SFT of {config.base_model}", ylabel="loss")
-    record = {"stage": "sft", "config": asdict(config), "prompt_variant": config.variant,
+    record = {"stage": "sft", "config": asdict(config), "prompt_variant": config.variant, **data_format,
               "max_answer_tokens": max(answer_tokens), "metrics": metrics, "provenance": provenance or {},
               "model_dir": str(model_dir), "merged_dir": str(merged_dir) if merged_dir else None}
     (model_dir / "rhythm_checkpoint.json").write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")

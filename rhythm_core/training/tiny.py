@@ -1,8 +1,9 @@
 """The embedded default base model: a byte-level BPE tokenizer trained offline on the dataset's own
 text and a small random-init Llama, so the whole lineage runs on a laptop CPU without any download.
 
-The tokenizer splits text into whitespace-led chunks ("␣+0.03", "␣DEEP_WORK") before BPE, so
-frequent numbers, action names and the JSON answer skeleton become single tokens, not byte soup. The chat template
+The tokenizer splits text into whitespace-led numbers ("␣+0.03", "0.69"), words ("␣DEEP_WORK",
+"social") and punctuation runs ('":{"') before BPE, so every number the model reads or writes is one
+token of its own, never fused with the JSON around it, and frequent words are single tokens. The chat template
 is ChatML with `{% generation %}` around the assistant turn, which TRL's assistant-only loss needs.
 LlamaConfig, not Qwen2Config: AutoTokenizer on a Qwen2 directory silently swaps in Qwen2Tokenizer,
 whose pre-tokenizer no longer matches the trained one.
@@ -29,9 +30,11 @@ CHAT_TEMPLATE = (
     "{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
 )
-# Chunks: optional leading whitespace + a run of non-space characters. BPE then merges the JSON
-# skeleton ('{"reasoning":"', '","belief":{"social":') and numbers into few tokens each.
-_CHUNK = r"""\s?\S+|\s+"""
+# Chunks: optional leading whitespace + a number, a word or a run of punctuation. An earlier chunking
+# (whitespace-led runs of non-space characters) let BPE fuse a compact JSON answer into tokens such as
+# '0.69,"morning":0.' or even one token for a whole frequent answer, so a belief value had no token of
+# its own and the student could not compose a new one; numbers are now always whole tokens.
+_CHUNK = r"""\s?[+-]?\d+(?:\.\d+)?|\s?[A-Za-z_]+|\s?[^\sA-Za-z_\d]+|\s+"""
 
 
 @dataclass(frozen=True)

@@ -95,18 +95,24 @@ class SftDatasetConfig(dg.Config):
     filter_grader: str = "v3"
     validation_fraction: float = 0.1
     split_seed: int = 0
+    # chat: one conversation per episode, every answer supervised (the student reads its own earlier
+    # beliefs); table: one example per step, the week re-rendered as a table. Recorded in the
+    # dataset and the checkpoint, so GRPO and evaluation prompt the student the way it was trained.
+    prompt_format: str = "chat"
+    reasoning: str = "full"  # full | none: what the teacher's answer carries
     push_to_hub: bool = False
     hub_repo_name: str = "rhythm-sft"
 
 
 @dg.asset(
     group_name="data",
-    code_version="sft-dataset-1",
+    code_version="sft-dataset-2",
     kinds={"python", "huggingface"},
     description=(
-        "A Hugging Face DatasetDict in the conversational format: system prompt, the rendered observation "
-        "history as the user turn, the teacher's JSON answer as the assistant turn; one example per step, "
-        "train/validation split by episode, with the true belief and the env snapshot of each step as "
+        "A Hugging Face DatasetDict in the conversational format. prompt_format chat (default): one example "
+        "per episode, the week as one conversation (a user turn per step with the newest observation row, the "
+        "teacher's JSON answer after each); table: one example per step, the week so far rendered as a table. "
+        "Train/validation split by episode, with the true belief and the env snapshot of each decision as "
         "columns for GRPO rewards. Saved with a dataset card stating its provenance; optionally pushed "
         "to the Hub (private by default) through the HubResource."
     ),
@@ -115,7 +121,8 @@ def sft_dataset(context: dg.AssetExecutionContext, config: SftDatasetConfig, tea
                 hub: HubResource) -> dg.Output[dict]:
     result = dataset_stage(teacher_trajectories, artifact_root(context), filter=config.filter,
                            filter_grader=config.filter_grader, validation_fraction=config.validation_fraction,
-                           split_seed=config.split_seed)
+                           split_seed=config.split_seed, prompt_format=config.prompt_format,
+                           reasoning=config.reasoning)
     metadata = {
         "artifact_path": dg.MetadataValue.path(result["path"]),
         "examples_train": result["examples"]["train"],
@@ -123,6 +130,8 @@ def sft_dataset(context: dg.AssetExecutionContext, config: SftDatasetConfig, tea
         "episodes_train": result["episodes"]["train"],
         "episodes_validation": result["episodes"]["validation"],
         "filter": config.filter,
+        "prompt_format": config.prompt_format,
+        "reasoning": config.reasoning,
         "content_hash": result["content_hash"],
         "teacher": result["provenance"]["teacher"]["id"],
         "seeds": teacher_trajectories["seeds"],
