@@ -502,6 +502,7 @@ class _OpenAIRunner:
         self.rng = random.Random(0)
         self.shape = RequestShape.initial(settings)
         self._probe = asyncio.Lock()  # one request at a time until the shape is confirmed
+        self.rejected: TeacherRequestRejected | None = None  # once set, no further request is sent
 
     def _kwargs(self, messages: list[dict], seed: int, budget: int) -> dict:
         s, shape = self.settings, self.shape
@@ -536,6 +537,11 @@ class _OpenAIRunner:
                     return await self._chat(messages, seed)
         return await self._chat(messages, seed)
 
+    def _fail(self, exc, seed: int) -> TeacherRequestRejected:
+        if self.rejected is None:
+            self.rejected = self._rejected(exc, seed)
+        return self.rejected
+
     async def _chat(self, messages: list[dict], seed: int) -> tuple[str, dict]:
         """Retries 429, 5xx, timeouts and connection errors (counted), adapts the request shape to a
         400 it can fix, and asks again with a doubled budget when the answer came back empty because
@@ -545,6 +551,8 @@ class _OpenAIRunner:
         budget = s.completion_budget
         attempt = 0  # transient failures so far
         while True:
+            if self.rejected is not None:  # another request already failed the run
+                raise self.rejected
             extra = len(str(ANSWER_RESPONSE_FORMAT)) if self.shape.structured else 0
             estimate = self.budget.reserve(messages, budget, extra)
             try:
@@ -570,12 +578,12 @@ class _OpenAIRunner:
                 param, _code, _message = _error_fields(exc)
                 change = self.shape.adapt(s, param)
                 if change is None:
-                    raise self._rejected(exc, seed) from None
+                    raise self._fail(exc, seed) from None
                 self.log(f"the endpoint rejected {param!r} ({type(exc).__name__}); {change} for the rest of this run")
                 continue
             except self.status_error as exc:  # 401, 403, 404, ...: no retry and no change of ours helps
                 self.budget.settle(estimate, 0.0)
-                raise self._rejected(exc, seed) from None
+                raise self._fail(exc, seed) from None
             except BaseException:
                 self.budget.settle(estimate, 0.0)
                 raise
