@@ -482,6 +482,8 @@ class FakeOpenAIServer:
             text = NON_JSON_TEXT
         elif kind == "unknown_action":
             text = json.dumps({"reasoning": "Let us try something new.", "belief": belief, "action": "DANCE"})
+        elif kind == "fenced":
+            text = f"Here is my answer:\n```json\n{format_answer(action, belief, reasoning)}\n```"
         elif noisy is not None:
             text = noisy
         elif schema is not None:  # constrained decoding: keys in the schema's order, values within it
@@ -490,8 +492,6 @@ class FakeOpenAIServer:
             text = json.dumps({"reasoning": reasoning, "belief": belief, "action": action}, separators=(",", ":"))
         else:
             text = format_answer(action, belief, reasoning)
-            if kind == "fenced":
-                text = f"Here is my answer:\n```json\n{text}\n```"
         body = info.body or {}
         if self.prefix_cache:
             tokens = prompt_tokens(info.messages, body.get("response_format"))
