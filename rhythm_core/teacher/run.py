@@ -109,6 +109,7 @@ class TeacherSettings:
     max_tokens: int | None = None  # completion budget (max_completion_tokens or max_tokens on the wire)
     reasoning_effort: str | None = None
     structured_output: str = "auto"
+    prompt_format: str = "table"  # how request_messages renders a step (recorded in the JSONL's protocol)
     price_input_per_m: float = 0.0  # USD per 1M uncached prompt tokens
     price_cached_input_per_m: float | None = None  # USD per 1M cached prompt tokens; None: the uncached rate
     price_output_per_m: float = 0.0  # USD per 1M completion tokens (reasoning tokens included)
@@ -127,6 +128,8 @@ class TeacherSettings:
         if self.structured_output not in STRUCTURED_OUTPUT_MODES:
             raise ValueError(f"structured_output {self.structured_output!r} is not one of "
                              f"{', '.join(STRUCTURED_OUTPUT_MODES)}")
+        if self.prompt_format not in PROMPT_FORMATS:
+            raise ValueError(f"prompt_format {self.prompt_format!r} is not one of {', '.join(PROMPT_FORMATS)}")
         if self.max_tokens is not None and self.max_tokens < 1:
             raise ValueError(f"max_tokens must be >= 1 (or unset), got {self.max_tokens}")
         for name in ("price_input_per_m", "price_cached_input_per_m", "price_output_per_m"):
@@ -309,7 +312,8 @@ def _episode_record(settings, condition, seed, steps, meters, beliefs, usage, *,
         "condition": condition,
         "seed": int(seed),
         "teacher": settings.describe(),
-        "protocol": {"system_prompt_sha256": SYSTEM_PROMPT_SHA256, "prompt_format": "table", **(protocol or {})},
+        "protocol": {"system_prompt_sha256": SYSTEM_PROMPT_SHA256, "prompt_format": settings.prompt_format,
+                     **(protocol or {})},
         "steps": steps,
         "actions": [s["action"] for s in steps],
         "beliefs": beliefs,
@@ -616,7 +620,7 @@ class _OpenAIRunner:
         last_belief = None
         structured = set()
         for t in range(STEPS_PER_EPISODE):
-            messages = request_messages(history, answers)
+            messages = request_messages(history, answers, settings.prompt_format)
             prompt = messages[-1]["content"]
             usage = zero_usage()
             attempts = 0
