@@ -371,7 +371,10 @@ class FakeOpenAIServer:
         if method != "POST" or not _ROUTE.fullmatch(route):
             return reply(404, f"no route {method} {handler.path}")
         if self.expected_api_key is not None and info.authorization != f"Bearer {self.expected_api_key}":
-            return reply(401, "Incorrect API key provided.")  # never echo the key
+            given = (info.authorization or "").removeprefix("Bearer ")
+            # as the real service: the key masked but for its first 8 and last 4 characters
+            return reply(401, f"Incorrect API key provided: {given[:8]}{'*' * max(0, len(given) - 12)}{given[-4:]}. "
+                              "You can find your API key at https://platform.openai.com/account/api-keys.")
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             return reply(400, "the request body must be a JSON object with 'messages'")
         rejected = self._validate(body)

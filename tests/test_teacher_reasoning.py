@@ -311,3 +311,13 @@ def test_request_message_errors_name_the_parameter():
     assert _error_fields(Exc())[0] == "max_tokens"
     Exc.body = {"message": "Unrecognized request argument supplied: max_completion_tokens"}
     assert _error_fields(Exc())[0] == "max_completion_tokens"
+
+
+def test_a_rejected_key_fails_fast_and_the_message_never_holds_the_key(tmp_path):
+    key = "sk-canary-0123456789abcdef"
+    with serve(expected_api_key="sk-other") as server:
+        with pytest.raises(TeacherRequestRejected, match="HTTP 401") as info:
+            run_teacher(settings_for(server, model="fake-teacher", api_key=key), COND, range(1000, 1003),
+                        tmp_path / "t.jsonl")
+        assert server.request_count == 1
+    assert "Incorrect API key provided" in str(info.value) and "0123456789" not in str(info.value)

@@ -523,6 +523,10 @@ class _OpenAIRunner:
 
     def _rejected(self, exc, seed: int) -> TeacherRequestRejected:
         param, code, message = _error_fields(exc)
+        key = self.settings.api_key
+        if key and len(key) >= 8:  # a server may echo the key back (401 bodies do, partly masked)
+            for part in {key, key[-8:], key[:8]}:
+                message = message.replace(part, "***")
         status = getattr(exc, "status_code", "?")
         where = "".join(f", {k} {v!r}" for k, v in (("param", param), ("code", code)) if v)
         hint = _HINTS.get(param, "")
