@@ -56,7 +56,9 @@ def _cmd_teacher(args) -> int:
         api_key=os.environ.get(args.api_key_env) if args.backend != "bayes" else None,
         azure_endpoint=args.azure_endpoint, concurrency=args.concurrency, request_timeout_s=args.timeout,
         max_retries=args.max_retries, price_input_per_m=args.price_input, price_output_per_m=args.price_output,
-        max_cost_usd=args.max_cost_usd,
+        price_cached_input_per_m=args.price_cached_input, max_cost_usd=args.max_cost_usd,
+        temperature=args.temperature, max_tokens=args.max_tokens, reasoning_effort=args.reasoning_effort,
+        structured_output=args.structured_output,
     )
     with tqdm(total=len(seeds), desc=f"teacher {settings.teacher_id}", unit="ep", file=sys.stderr) as bar:
         result = run_teacher(
@@ -69,6 +71,15 @@ def _cmd_teacher(args) -> int:
         f"tokens {result.prompt_tokens}+{result.completion_tokens}; cost ${result.cost_usd:.4f}; {result.wall_s:.1f}s"
         + (f"; stopped: {result.stopped_reason}" if result.stopped_reason else "")
     )
+    if settings.backend != "bayes":
+        shape = result.request_shape or {}
+        print(
+            f"prompt tokens {result.prompt_tokens} (cached {result.cached_prompt_tokens}, cache hit "
+            f"{result.cache_hit_fraction:.1%}); completion tokens {result.completion_tokens} (reasoning "
+            f"{result.reasoning_tokens}); requests {result.requests}, retries {result.retries}, empty answers "
+            f"re-asked with a larger budget {result.length_reasks}; requests sent {shape.get('token_param')}, "
+            f"structured output {'on' if shape.get('structured_output') else 'off'}"
+        )
     return 1 if result.failed_seeds else 0
 
 
@@ -156,6 +167,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.set_defaults(func=_cmd_baselines)
 
+    from .teacher.run import REASONING_EFFORTS, STRUCTURED_OUTPUT_MODES
+
     p = sub.add_parser("teacher", help="play teacher episodes into a resumable JSONL file")
     p.add_argument("--backend", choices=["bayes", "openai", "azure"], default="bayes")
     p.add_argument("--condition", choices=list(CONDITIONS), default="continuous")
@@ -168,8 +181,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--concurrency", type=int, default=8)
     p.add_argument("--timeout", type=float, default=60.0, help="request timeout in seconds")
     p.add_argument("--max-retries", type=int, default=6)
-    p.add_argument("--price-input", type=float, default=0.0, help="USD per 1M prompt tokens")
-    p.add_argument("--price-output", type=float, default=0.0, help="USD per 1M completion tokens")
+    p.add_argument("--price-input", type=float, default=0.0, help="USD per 1M (uncached) prompt tokens")
+    p.add_argument("--price-cached-input", type=float, default=None,
+                   help="USD per 1M cached prompt tokens (default: the --price-input rate)")
+    p.add_argument("--price-output", type=float, default=0.0, help="USD per 1M completion tokens (reasoning included)")
+    p.add_argument("--reasoning-effort", choices=list(REASONING_EFFORTS), default=None,
+                   help="sent only when given (reasoning models)")
+    p.add_argument("--structured-output", choices=list(STRUCTURED_OUTPUT_MODES), default="auto",
+                   help="strict JSON schema answers; auto falls back to free text if the endpoint refuses it")
+    p.add_argument("--max-tokens", type=int, default=None,
+                   help="completion budget (default 400, or 4000 for reasoning models)")
+    p.add_argument("--temperature", type=float, default=None,
+                   help="default 0.0, or the model's own default for reasoning models")
     p.add_argument("--max-cost-usd", type=float, default=None)
     p.set_defaults(func=_cmd_teacher)
 

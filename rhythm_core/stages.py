@@ -40,6 +40,21 @@ def check_training_seeds(condition: str, seeds: list[int]) -> None:
                          f"seeds are {allowed.start}-{allowed.stop - 1} (the rest are reserved for evaluation)")
 
 
+def usage_totals(records: list[dict]) -> dict:
+    """Token and cost totals of teacher records as billed: prompt tokens (of which cached), completion
+    tokens (of which reasoning), the cache-hit fraction and the cost (files from before the cached and
+    reasoning counts existed read as 0 of those)."""
+    def total(key: str) -> int:
+        return sum(r["usage"].get(key, 0) for r in records)
+
+    prompt, cached = total("prompt_tokens"), total("cached_prompt_tokens")
+    return {
+        "prompt_tokens": prompt, "cached_prompt_tokens": cached, "completion_tokens": total("completion_tokens"),
+        "reasoning_tokens": total("reasoning_tokens"), "cache_hit_fraction": round(cached / prompt, 4) if prompt else 0.0,
+        "length_reasks": total("length_reasks"), "cost_usd": round(sum(r["usage"]["cost_usd"] for r in records), 6),
+    }
+
+
 def teacher_stage(settings: TeacherSettings, condition: str, seeds_spec: str, root, *, grader: str = "v3",
                   log: Callable[[str], None] | None = None, client=None) -> dict:
     """Play the teacher on the training seeds and publish the episodes sorted by seed.
@@ -58,6 +73,9 @@ def teacher_stage(settings: TeacherSettings, condition: str, seeds_spec: str, ro
         "invalid_answer_rate": result.invalid_rate, "prompt_tokens": result.prompt_tokens,
         "completion_tokens": result.completion_tokens, "requests": result.requests, "retries": result.retries,
         "cost_usd": result.cost_usd, "wall_s": result.wall_s, "work_file": str(work),
+        "cached_prompt_tokens": result.cached_prompt_tokens, "reasoning_tokens": result.reasoning_tokens,
+        "cache_hit_fraction": round(result.cache_hit_fraction, 4), "length_reasks": result.length_reasks,
+        "request_shape": result.request_shape,
     }
     if result.failed_seeds or result.stopped_reason:
         why = f"stopped by {result.stopped_reason}" if result.stopped_reason else f"{len(result.failed_seeds)} seeds failed"
@@ -80,9 +98,7 @@ def teacher_stage(settings: TeacherSettings, condition: str, seeds_spec: str, ro
         "path": str(final / "trajectories.jsonl"), "version": version, "condition": condition, "seeds": seeds_spec,
         "n_episodes": len(records), "n_steps": steps, "invalid_answer_rate": invalid / steps if steps else 0.0,
         "teacher": settings.describe(), "env_version": ENV_VERSION,
-        "prompt_tokens": sum(r["usage"]["prompt_tokens"] for r in records),
-        "completion_tokens": sum(r["usage"]["completion_tokens"] for r in records),
-        "cost_usd": round(sum(r["usage"]["cost_usd"] for r in records), 6),
+        **usage_totals(records),
         "mean_score": {g: float(get_grader(g).grade_batch(batch)[0].mean()) for g in dict.fromkeys([grader, "v2"])},
         "run": run,
     }

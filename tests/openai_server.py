@@ -21,12 +21,40 @@ parameter the teacher sends, its headers...). Kinds:
     fenced          a 200 answer wrapping the valid JSON in a ```json fence
     unknown_action  a 200 answer with valid JSON but the action "DANCE"
 
+    length_empty    a 200 answer with empty content and finish_reason "length" (all of the budget
+                    spent on reasoning), whatever the budget
+
+Endpoint behaviours (constructor arguments), each as the real services answer:
+
+    params="chat"             accepts max_tokens, max_completion_tokens, any temperature (vLLM, gpt-4o)
+    params="reasoning"        GPT-5.x / o-series: HTTP 400 to `max_tokens` (code unsupported_parameter)
+                              and to a temperature other than 1 (code unsupported_value), both with the
+                              real error bodies; `reasoning_effort` must be one of `reasoning_efforts`
+    params="max_tokens_only"  an older server: HTTP 400 "Unrecognized request argument supplied:
+                              max_completion_tokens" (param and code null, as older Azure API versions)
+    reasoning_tokens=N        the model thinks N tokens before answering: usage reports them in
+                              completion_tokens_details.reasoning_tokens, and a budget below N + the
+                              answer gives finish_reason "length" with empty content
+    structured="supported"    honours response_format json_schema (strict): the answer is generated to
+                              the schema (constrained decoding); a malformed schema is a 400
+    structured="refused"      HTTP 400 to any response_format (param "response_format")
+    structured="ignored"      accepts response_format and answers free text anyway
+    free_text_invalid_rate=p  a noisy model: a deterministic fraction p of free-text answers (keyed by
+                              the request's seed and re-ask count) is prose, an unknown action or cut-off
+                              JSON; answers generated to a schema are always valid
+    prefix_cache=True         automatic prefix caching as OpenAI's: prompts are counted with
+                              `count_tokens` (a deterministic GPT-like regex tokenizer), a prompt's
+                              longest prefix already seen, in 128-token blocks and at least 1,024 tokens,
+                              is reported as usage.prompt_tokens_details.cached_tokens
+    usage_details=False       usage without prompt_tokens_details / completion_tokens_details (older servers)
+
 Every request is recorded (headers included) in `server.requests`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import re
 import threading
@@ -35,12 +63,26 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from rhythm_core.env.spec import ACTIONS, BELIEF_DIMS
 from rhythm_core.protocol import format_answer
 
-FAULT_KINDS = ("rate_limit", "server_error", "slow", "non_json", "fenced", "unknown_action")
+FAULT_KINDS = ("rate_limit", "server_error", "slow", "non_json", "fenced", "unknown_action", "length_empty")
+PARAM_MODES = ("chat", "reasoning", "max_tokens_only")
+STRUCTURED_MODES = ("supported", "refused", "ignored")
+CACHE_MIN_TOKENS, CACHE_BLOCK_TOKENS = 1024, 128
+# A GPT-like pre-tokenizer used as the tokenizer: words with their leading space, numbers in chunks of
+# up to 3 digits, runs of whitespace, and every other character alone. About 4.3 characters per token
+# on the rendered prompts (o200k_base gives about 4); deterministic, no vocabulary file needed.
+_TOKEN = re.compile(r" ?[A-Za-z]+| ?\d{1,3}|\s+|[^\sA-Za-z\d]")
+MAX_TOKENS_MESSAGE = ("Unsupported parameter: 'max_tokens' is not supported with this model. "
+                      "Use 'max_completion_tokens' instead.")
+TEMPERATURE_MESSAGE = ("Unsupported value: 'temperature' does not support {value} with this model. "
+                       "Only the default (1) value is supported.")
 NON_JSON_TEXT = "I think we should rest"
 _NOW = re.compile(r"Now: day (\d+), (\w+) \(step (\d+) of (\d+)\)\.(?: Meters: ([^\n]*?)\.?$)?", re.MULTILINE)
 _METER = re.compile(r"(\w+) (-?\d+(?:\.\d+)?)")
+# OpenAI-style routes, and Azure OpenAI's /openai/deployments/<deployment>/chat/completions?api-version=...
+_ROUTE = re.compile(r"(?:/v1)?/chat/completions|/openai/deployments/[^/]+/chat/completions")
 _DISCONNECTS = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, TimeoutError)
 
 
@@ -120,6 +162,27 @@ def teacher_answer(info: RequestInfo) -> tuple[str, str]:
     return "MEDITATE", "Evening: a calm slot to restore serenity."
 
 
+def tokenize(text: str) -> list[str]:
+    return _TOKEN.findall(text)
+
+
+def count_tokens(text: str) -> int:
+    return len(tokenize(text))
+
+
+def prompt_tokens(messages: list[dict], response_format: dict | None = None) -> list[str]:
+    """The prompt as the model sees it, tokenized: the response format's schema first (it is part of
+    the cached prefix on the real service), then each message as <|start|>role<|message|>content<|end|>,
+    then the assistant's turn header."""
+    tokens: list[str] = []
+    if response_format is not None:
+        tokens += ["<|schema|>", *tokenize(json.dumps(response_format, sort_keys=True)), "<|end|>"]
+    for m in messages:
+        if isinstance(m, dict):
+            tokens += ["<|start|>", str(m.get("role")), "<|message|>", *tokenize(str(m.get("content", ""))), "<|end|>"]
+    return tokens + ["<|start|>", "assistant"]
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as real API servers do
     server_version = "FakeOpenAI/1.0"
@@ -147,8 +210,8 @@ class _Handler(BaseHTTPRequestHandler):
         except _DISCONNECTS:  # the client gave up (e.g. its timeout) while we were slow
             self.close_connection = True
 
-    def _error(self, status: int, message: str, kind: str, headers=None) -> None:
-        self._send(status, {"error": {"message": message, "type": kind, "param": None, "code": None}}, headers)
+    def _error(self, status: int, message: str, kind: str, headers=None, param=None, code=None) -> None:
+        self._send(status, {"error": {"message": message, "type": kind, "param": param, "code": code}}, headers)
 
     def do_GET(self):
         self.server.owner._serve(self, "GET")
@@ -172,10 +235,26 @@ class _HTTPServer(ThreadingHTTPServer):
 class FakeOpenAIServer:
     """The server; start()/stop() or use it as a context manager."""
 
-    def __init__(self, *, latency: float = 0.0, expected_api_key: str | None = None, model: str | None = None):
+    def __init__(self, *, latency: float = 0.0, expected_api_key: str | None = None, model: str | None = None,
+                 params: str = "chat", reasoning_tokens: int = 0,
+                 reasoning_efforts: Iterable[str] = ("minimal", "low", "medium", "high"),
+                 structured: str = "supported", free_text_invalid_rate: float = 0.0, prefix_cache: bool = False,
+                 usage_details: bool = True):
+        if params not in PARAM_MODES:
+            raise ValueError(f"unknown params mode {params!r}; allowed: {', '.join(PARAM_MODES)}")
+        if structured not in STRUCTURED_MODES:
+            raise ValueError(f"unknown structured mode {structured!r}; allowed: {', '.join(STRUCTURED_MODES)}")
         self.latency = latency  # seconds added to every request
         self.expected_api_key = expected_api_key  # if set, other keys get HTTP 401
         self.model = model  # if set, the model name echoed back; else the request's
+        self.params = params
+        self.reasoning_tokens = reasoning_tokens
+        self.reasoning_efforts = tuple(reasoning_efforts)
+        self.structured = structured
+        self.free_text_invalid_rate = free_text_invalid_rate
+        self.prefix_cache = prefix_cache
+        self.usage_details = usage_details
+        self._cache: set[str] = set()  # chain hashes of every 128-token prefix block seen
         self._lock = threading.Lock()
         self._rules: list[FaultRule] = []
         self._requests: list[RequestInfo] = []
@@ -240,6 +319,7 @@ class FakeOpenAIServer:
         with self._lock:
             self._rules.clear()
             self._requests.clear()
+            self._cache.clear()
 
     # -- inspection --------------------------------------------------------------------------
     @property
@@ -278,20 +358,29 @@ class FakeOpenAIServer:
                 info.fault = rule.kind
         self._sleep(self.latency)
 
-        def reply(status, payload, headers=None):
+        def reply(status, payload, headers=None, param=None, code=None):
             info.response_status = status
             if status == 200:
                 handler._send(status, payload, headers)
             else:
                 handler._error(status, payload, {429: "rate_limit_exceeded", 401: "invalid_request_error",
-                                                 404: "not_found"}.get(status, "server_error"), headers)
+                                                 400: "invalid_request_error", 404: "not_found"}.get(status, "server_error"),
+                               headers, param, code)
 
-        if method != "POST" or handler.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
+        route = handler.path.split("?", 1)[0].rstrip("/")
+        if method != "POST" or not _ROUTE.fullmatch(route):
             return reply(404, f"no route {method} {handler.path}")
         if self.expected_api_key is not None and info.authorization != f"Bearer {self.expected_api_key}":
-            return reply(401, "Incorrect API key provided.")  # never echo the key
+            given = (info.authorization or "").removeprefix("Bearer ")
+            # as the real service: the key masked but for its first 8 and last 4 characters
+            return reply(401, f"Incorrect API key provided: {given[:8]}{'*' * max(0, len(given) - 12)}{given[-4:]}. "
+                              "You can find your API key at https://platform.openai.com/account/api-keys.")
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             return reply(400, "the request body must be a JSON object with 'messages'")
+        rejected = self._validate(body)
+        if rejected is not None:
+            message, param, code = rejected
+            return reply(400, message, param=param, code=code)
         kind = rule.kind if rule else None
         if kind == "rate_limit":
             return reply(429, "Rate limit reached; please retry after the Retry-After delay.",
@@ -304,6 +393,72 @@ class FakeOpenAIServer:
                 handler.close_connection = True
                 return None
         reply(200, self._completion(info, kind))
+
+    def _validate(self, body: dict) -> tuple[str, str | None, str | None] | None:
+        """(message, param, code) of the HTTP 400 this endpoint gives the request, or None."""
+        if self.params == "reasoning":
+            if "max_tokens" in body:
+                return MAX_TOKENS_MESSAGE, "max_tokens", "unsupported_parameter"
+            if "temperature" in body and body["temperature"] != 1:
+                return TEMPERATURE_MESSAGE.format(value=body["temperature"]), "temperature", "unsupported_value"
+            effort = body.get("reasoning_effort")
+            if effort is not None and effort not in self.reasoning_efforts:
+                return (f"Unsupported value: 'reasoning_effort' does not support {effort!r} with this model. Supported "
+                        f"values are: {', '.join(repr(e) for e in self.reasoning_efforts)}.", "reasoning_effort",
+                        "unsupported_value")
+        elif self.params == "max_tokens_only":
+            for name in ("max_completion_tokens", "reasoning_effort"):
+                if name in body:
+                    return f"Unrecognized request argument supplied: {name}", None, None
+        fmt = body.get("response_format")
+        if fmt is not None and fmt.get("type") != "text":
+            if self.structured == "refused":
+                return ("response_format value as json_schema is enabled only for api versions 2024-08-01-preview "
+                        "and later", "response_format", None)
+            if self.structured == "supported" and fmt.get("type") == "json_schema":
+                spec = fmt.get("json_schema") or {}
+                schema = spec.get("schema")
+                if not isinstance(schema, dict) or not spec.get("name"):
+                    return ("Missing required parameter: 'response_format.json_schema.name' or 'schema'.",
+                            "response_format.json_schema", "missing_required_parameter")
+                if spec.get("strict") and schema.get("additionalProperties") is not False:
+                    return ("Invalid schema for response_format: In context=(), 'additionalProperties' is required "
+                            "to be supplied and to be false.", "response_format", "invalid_json_schema")
+        return None
+
+    def _schema_of(self, info: RequestInfo) -> dict | None:
+        """The JSON schema the answer must follow, when this endpoint enforces one for the request."""
+        fmt = (info.body or {}).get("response_format")
+        if self.structured != "supported" or not isinstance(fmt, dict) or fmt.get("type") != "json_schema":
+            return None
+        return fmt["json_schema"]["schema"]
+
+    def _noisy(self, info: RequestInfo) -> str | None:
+        """The malformed free-text answer of a noisy model for this request, or None (deterministic)."""
+        if self.free_text_invalid_rate <= 0:
+            return None
+        key = f"{info.request_seed}|{info.reasks}".encode()
+        draw = int.from_bytes(hashlib.sha256(key).digest()[:8], "big") / 2**64
+        if draw >= self.free_text_invalid_rate:
+            return None
+        kind = int(draw / self.free_text_invalid_rate * 3)
+        belief = {"social": 0.5, "morning": 0.5, "work": 0.5}
+        return [NON_JSON_TEXT + ": a quiet evening would help.",
+                json.dumps({"reasoning": "Something new.", "belief": belief, "action": "GO_FOR_A_WALK"}),
+                '{"reasoning": "Morning with a clear head, so focused work", "belief": {"social": 0.5, "mor'][kind]
+
+    def _cached_tokens(self, tokens: list[str]) -> int:
+        """The longest prefix of `tokens` already seen (whole 128-token blocks, >= 1,024 tokens); then
+        remember this prompt's prefixes."""
+        digest = hashlib.sha256()
+        keys = []
+        for end in range(CACHE_BLOCK_TOKENS, len(tokens) + 1, CACHE_BLOCK_TOKENS):
+            digest.update("\x1f".join(tokens[end - CACHE_BLOCK_TOKENS:end]).encode() + b"\x1e")
+            keys.append((end, digest.hexdigest()))
+        with self._lock:
+            hit = max((end for end, key in keys if key in self._cache), default=0)
+            self._cache.update(key for _, key in keys)
+        return hit if hit >= CACHE_MIN_TOKENS else 0
 
     def _parse(self, handler: _Handler, method: str, body) -> RequestInfo:
         messages = body.get("messages") if isinstance(body, dict) else None
@@ -324,17 +479,43 @@ class FakeOpenAIServer:
     def _completion(self, info: RequestInfo, kind: str | None) -> dict:
         action, reasoning = teacher_answer(info)
         belief = {"social": 0.5, "morning": 0.5, "work": 0.5}
+        schema = self._schema_of(info)
+        noisy = None if schema is not None else self._noisy(info)
         if kind == "non_json":
             text = NON_JSON_TEXT
         elif kind == "unknown_action":
             text = json.dumps({"reasoning": "Let us try something new.", "belief": belief, "action": "DANCE"})
+        elif kind == "fenced":
+            text = f"Here is my answer:\n```json\n{format_answer(action, belief, reasoning)}\n```"
+        elif noisy is not None:
+            text = noisy
+        elif schema is not None:  # constrained decoding: keys in the schema's order, values within it
+            props = schema["properties"]
+            assert props["action"]["enum"] == list(ACTIONS) and list(props["belief"]["properties"]) == list(BELIEF_DIMS)
+            text = json.dumps({"reasoning": reasoning, "belief": belief, "action": action}, separators=(",", ":"))
         else:
             text = format_answer(action, belief, reasoning)
-            if kind == "fenced":
-                text = f"Here is my answer:\n```json\n{text}\n```"
-        prompt_chars = sum(len(str(m.get("content", ""))) for m in info.messages if isinstance(m, dict))
-        prompt_tokens, completion_tokens = max(1, prompt_chars // 4), max(1, len(text) // 4)
         body = info.body or {}
+        if self.prefix_cache:
+            tokens = prompt_tokens(info.messages, body.get("response_format"))
+            n_prompt, cached = len(tokens), self._cached_tokens(tokens)
+            answer_tokens = count_tokens(text)
+        else:
+            prompt_chars = sum(len(str(m.get("content", ""))) for m in info.messages if isinstance(m, dict))
+            n_prompt, cached, answer_tokens = max(1, prompt_chars // 4), 0, max(1, len(text) // 4)
+        budget = body.get("max_completion_tokens", body.get("max_tokens"))
+        reasoning_used = self.reasoning_tokens
+        finish = "stop"
+        if kind == "length_empty" or (isinstance(budget, int) and budget < reasoning_used + answer_tokens):
+            text, finish = "", "length"
+            reasoning_used = budget if isinstance(budget, int) else reasoning_used
+            answer_tokens = 0
+        usage = {"prompt_tokens": n_prompt, "completion_tokens": reasoning_used + answer_tokens,
+                 "total_tokens": n_prompt + reasoning_used + answer_tokens}
+        if self.usage_details:
+            usage["prompt_tokens_details"] = {"cached_tokens": cached, "audio_tokens": 0}
+            usage["completion_tokens_details"] = {"reasoning_tokens": reasoning_used, "audio_tokens": 0,
+                                                  "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}
         return {
             "id": f"chatcmpl-fake{info.index:06d}",
             "object": "chat.completion",
@@ -345,10 +526,9 @@ class FakeOpenAIServer:
                 "index": 0,
                 "message": {"role": "assistant", "content": text, "refusal": None},
                 "logprobs": None,
-                "finish_reason": "stop",
+                "finish_reason": finish,
             }],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                      "total_tokens": prompt_tokens + completion_tokens},
+            "usage": usage,
         }
 
 

@@ -40,3 +40,39 @@ def test_baselines_rejects_bad_input(capsys):
     with pytest.raises(SystemExit):
         main(["baselines", "--agents", "random,gpt"])
     assert "unknown agent(s) gpt" in capsys.readouterr().err
+
+
+def test_teacher_against_a_reasoning_endpoint_prints_billed_usage(capsys, tmp_path, monkeypatch):
+    from rhythm_core.teacher.trajectories import read_trajectories
+    from tests.openai_server import serve
+
+    monkeypatch.setenv("RHYTHM_CLI_TEST_KEY", "sk-cli-test")
+    out = tmp_path / "t.jsonl"
+    with serve(params="reasoning", reasoning_tokens=64, prefix_cache=True) as server:
+        code, stdout, _ = run(capsys, "teacher", "--backend", "openai", "--base-url", server.base_url, "--model",
+                              "gpt-5.4", "--seeds", "1000-1001", "--out", str(out), "--api-key-env",
+                              "RHYTHM_CLI_TEST_KEY", "--price-input", "2.5", "--price-cached-input", "0.25",
+                              "--price-output", "15", "--reasoning-effort", "low", "--structured-output", "on")
+        bodies = [r.body for r in server.requests]
+    assert code == 0, stdout
+    records = read_trajectories(out).records
+    cached = sum(r["usage"]["cached_prompt_tokens"] for r in records)
+    prompt = sum(r["usage"]["prompt_tokens"] for r in records)
+    assert 0 < cached < prompt
+    assert f"(cached {cached}, cache hit {cached / prompt:.1%})" in stdout
+    assert f"(reasoning {2 * 28 * 64})" in stdout and "requests sent max_completion_tokens, structured output on" in stdout
+    cost = sum(r["usage"]["cost_usd"] for r in records)
+    assert f"cost ${cost:.4f}" in stdout
+    assert all(b["reasoning_effort"] == "low" and "response_format" in b and "temperature" not in b for b in bodies)
+
+
+def test_teacher_fails_fast_with_the_servers_message(capsys, tmp_path):
+    from tests.openai_server import serve
+
+    with serve(params="reasoning") as server:
+        code, _, err = run(capsys, "teacher", "--backend", "openai", "--base-url", server.base_url, "--model",
+                           "gpt-5.4", "--seeds", "1000-1003", "--out", str(tmp_path / "t.jsonl"), "--temperature", "0")
+        assert server.request_count == 1
+    assert code == 2
+    assert "rhythm teacher: error: the openai endpoint rejected the request for model 'gpt-5.4'" in err
+    assert "Unsupported value: 'temperature' does not support 0.0 with this model." in err

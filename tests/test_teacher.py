@@ -19,7 +19,7 @@ import pytest
 from rhythm_core.env import Observation
 from rhythm_core.env.spec import ACTIONS, METERS, STEPS_PER_EPISODE
 from rhythm_core.protocol import fallback_action
-from rhythm_core.teacher.run import REASK, TeacherSettings, _retry_after, run_teacher
+from rhythm_core.teacher.run import REASK, USAGE_KEYS, TeacherSettings, _retry_after, run_teacher
 from rhythm_core.teacher.trajectories import SCHEMA, TrajectoryError, read_trajectories, replay_check
 from tests.openai_server import FakeOpenAIServer, serve
 
@@ -84,7 +84,7 @@ def test_bayes_writes_one_line_per_seed_and_resume_only_adds_new_seeds(tmp_path)
             assert step["step"] == t and f"(step {t + 1} of {STEPS_PER_EPISODE})" in step["prompt"]
             assert step["parsed"]["valid"] and step["parsed"]["action"] == step["action"] == record["actions"][t]
             assert json.loads(step["raw_answer"])["action"] == step["action"]
-            assert set(step["usage"]) == {"prompt_tokens", "completion_tokens", "requests", "retries"}
+            assert set(step["usage"]) == set(USAGE_KEYS)
             assert set(step["meters_after"]) == set(METERS)
     before = out.read_bytes()
 

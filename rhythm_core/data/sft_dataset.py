@@ -184,6 +184,9 @@ def build_sft_dataset(
         key = (record["condition"], int(record["seed"]))
         if key in seen:
             raise ValueError(f"episode {key[0]} seed {key[1]} appears twice in the records")
+        if record.get("purpose") == "evaluation":
+            raise ValueError(f"episode {key[0]} seed {key[1]} is the teacher's play on an evaluation seed "
+                             "(purpose 'evaluation'); it never enters training data")
         seen.add(key)
         if keep_seeds is None or key[1] in keep_seeds:
             chosen.append(record)

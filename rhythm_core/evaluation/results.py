@@ -118,6 +118,8 @@ def compute_results(rollouts_dir, grader: str, *, compare_grader: str = "v2", pr
                 "action_distribution": {a: float(c) for a, c in zip(ACTIONS, counts)},
                 "by_grader": by_grader,
             }
+            if player == "teacher":  # the configured teacher played on these seeds (include_teacher)
+                agents[player]["teacher_id"] = manifest["players"].get(player, {}).get("id")
         out["conditions"][condition] = {"seeds": manifest["seeds"][condition], "n_episodes": len(batches[players[0]]),
                                         "recovery_teacher": reference if heuristic is not None else None,
                                         "agents": agents}
@@ -160,7 +162,8 @@ def markdown_table(results: dict) -> str:
             wins = "–" if m["wins_vs_heuristic"] is None else f"{m['wins_vs_heuristic']:.0%}"
             extra = "".join(f" {m['by_grader'][g]['final_score']:.3f} |" for g in other)
             rec = "–" if m.get("recovery") is None else f"{m['recovery']:.0%}"
-            lines.append(f"| {condition} | {agent} | {m['final_score']:.3f} | [{m['ci95'][0]:.3f}, {m['ci95'][1]:.3f}] |"
+            name = f"{agent} ({m['teacher_id']})" if m.get("teacher_id") else agent
+            lines.append(f"| {condition} | {name} | {m['final_score']:.3f} | [{m['ci95'][0]:.3f}, {m['ci95'][1]:.3f}] |"
                          f"{extra} {rec} | {mae} | {wins} | {m['invalid_rate']:.1%} |")
     return "\n".join(lines) + "\n"
 

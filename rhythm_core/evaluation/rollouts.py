@@ -130,12 +130,15 @@ def play_condition(checkpoints: dict[str, str], condition: str, seeds_spec: str,
 
 
 def publish_rollouts(staged, root, *, checkpoints: dict[str, str], seeds: dict[str, str], sampling, baselines,
-                     files: dict, provenance: dict | None = None) -> dict:
-    """Write the manifest of played files and publish `staged` under <root>/eval_rollouts/<hash>."""
+                     files: dict, provenance: dict | None = None, extra_players: dict[str, dict] | None = None) -> dict:
+    """Write the manifest of played files and publish `staged` under <root>/eval_rollouts/<hash>.
+    `extra_players` (name -> identity) are players whose files were written by others (the teacher)."""
     players = _players(checkpoints, baselines, sampling)
+    extra = extra_players or {}
     manifest = {"env_version": ENV_VERSION, "seeds": seeds, "sampling": sampling.__dict__,
-                "players": {name: identity for name, _, identity in players},
-                "player_order": [name for name, _, _ in players], "files": files, "provenance": provenance or {}}
+                "players": {**{name: identity for name, _, identity in players}, **extra},
+                "player_order": [name for name, _, _ in players] + list(extra), "files": files,
+                "provenance": provenance or {}}
     digest = hashlib.sha256(json.dumps(manifest, sort_keys=True, default=str).encode()).hexdigest()[:16]
     atomic_write_json(Path(staged) / "manifest.json", manifest)
     final = publish_dir(staged, Path(root) / "eval_rollouts" / digest)
@@ -151,12 +154,22 @@ def eval_rollouts_stage(
     baselines=EVAL_BASELINES,
     provenance: dict | None = None,
     log: Callable[[str], None] | None = None,
+    include_teacher: bool = False,
+    teacher=None,
+    teacher_client=None,
 ) -> dict:
     """Play each checkpoint (name -> model dir) and each baseline on every condition's seeds, one
     condition after another, and publish `<root>/eval_rollouts/<content hash>/` (one JSONL per
-    (player, condition) and a manifest.json describing players, seeds, sampling and provenance)."""
-    from ..training.generation import SamplingConfig
+    (player, condition) and a manifest.json describing players, seeds, sampling and provenance).
 
+    `include_teacher` (off by default) also plays `teacher` (TeacherSettings) on the same seeds as
+    player "teacher" (see teacher_play: resumable, exactly once, under its cost guard, never
+    training data)."""
+    from ..training.generation import SamplingConfig
+    from .teacher_play import TEACHER_PLAYER, play_teacher, teacher_identity
+
+    if include_teacher and teacher is None:
+        raise ValueError("include_teacher needs the teacher's settings (teacher=TeacherSettings(...))")
     sampling = sampling or SamplingConfig()
     for condition, spec in seeds.items():
         eval_seed_list(condition, spec)  # refuse bad seeds before playing anything
@@ -165,8 +178,12 @@ def eval_rollouts_stage(
         for condition, spec in seeds.items():
             files.update(play_condition(checkpoints, condition, spec, staged, sampling=sampling,
                                         baselines=baselines, log=log))
+        extra = {}
+        if include_teacher:
+            files.update(play_teacher(teacher, seeds, staged, root, log=log, client=teacher_client))
+            extra = {TEACHER_PLAYER: teacher_identity(teacher)}
         return publish_rollouts(staged, root, checkpoints=checkpoints, seeds=seeds, sampling=sampling,
-                                baselines=baselines, files=files, provenance=provenance)
+                                baselines=baselines, files=files, provenance=provenance, extra_players=extra)
 
 
 def load_rollouts(rollouts_dir) -> tuple[dict, dict[tuple[str, str], list[dict]]]:

@@ -4,11 +4,22 @@ Schema "rhythm-trajectory-1" (one object per line):
 
     schema, env_version, condition, seed,
     teacher: {backend, model, id},
-    protocol: {system_prompt_sha256},
+    protocol: {system_prompt_sha256, prompt_format?, structured_output?},
     steps: [{step, observation, prompt, raw_answer, parsed: {valid, action, belief, reasoning, error},
-             action, invalid, attempts, meters_after, usage: {prompt_tokens, completion_tokens, requests, retries}}] x 28,
+             action, invalid, attempts, meters_after,
+             usage: {prompt_tokens, cached_prompt_tokens?, completion_tokens, reasoning_tokens?, requests, retries,
+                     length_reasks?}}] x 28,
     actions: [28 names], beliefs: [28 x ({social, morning, work} | null)], invalid: [28 bools],
-    meters: [29 x 5], usage: {prompt_tokens, completion_tokens, requests, retries, cost_usd}
+    meters: [29 x 5],
+    usage: {prompt_tokens, cached_prompt_tokens?, completion_tokens, reasoning_tokens?, requests, retries,
+            length_reasks?, cost_usd},
+    request?: {token_param, temperature, reasoning_effort, max_tokens}   (openai/azure teachers)
+    purpose?: "evaluation"   (the teacher's play on evaluation seeds: never training data)
+
+Keys marked ? are optional when reading (files written before they existed stay readable; read
+them with `usage.get(key, 0)`). `cached_prompt_tokens` is part of `prompt_tokens` and
+`reasoning_tokens` part of `completion_tokens`, as the API reports and bills them; `cost_usd` is
+the billed cost at the run's prices (cached prompt tokens at their own rate).
 
 A crash can only leave a final line without its newline (each line goes out in one write followed
 by fsync); on resume that tail is cut off and its episode redone. Any other bad line is an error

@@ -16,7 +16,8 @@ _TEACHER = TeacherSettings()
 
 class TeacherResource(dg.ConfigurableResource):
     """Who plays the teacher episodes. backend: bayes (default, offline, free) | openai | azure.
-    Fields and defaults are TeacherSettings' (the launchpad needs a Config class to show them)."""
+    Fields and defaults are TeacherSettings' (the launchpad needs a Config class to show them); see
+    rhythm_core.teacher.run for how reasoning models (GPT-5.x, o-series) are handled."""
 
     backend: str = _TEACHER.backend
     model: str = _TEACHER.model
@@ -28,9 +29,13 @@ class TeacherResource(dg.ConfigurableResource):
     request_timeout_s: float = _TEACHER.request_timeout_s
     max_retries: int = _TEACHER.max_retries
     max_invalid_reasks: int = _TEACHER.max_invalid_reasks
-    temperature: float = _TEACHER.temperature
-    max_tokens: int = _TEACHER.max_tokens
+    max_length_reasks: int = _TEACHER.max_length_reasks
+    temperature: float | None = _TEACHER.temperature  # None: 0.0, or the default of a reasoning model
+    max_tokens: int | None = _TEACHER.max_tokens  # None: 400, or 4000 for a reasoning model
+    reasoning_effort: str | None = _TEACHER.reasoning_effort  # none | minimal | low | medium | high
+    structured_output: str = _TEACHER.structured_output  # auto | on | off
     price_input_per_m: float = _TEACHER.price_input_per_m
+    price_cached_input_per_m: float | None = _TEACHER.price_cached_input_per_m  # None: the uncached rate
     price_output_per_m: float = _TEACHER.price_output_per_m
     max_cost_usd: float | None = _TEACHER.max_cost_usd
 
@@ -125,6 +130,7 @@ def resources() -> dg.Definitions:
                 backend=os.environ.get("RHYTHM_TEACHER_BACKEND", "bayes"),
                 model=os.environ.get("RHYTHM_TEACHER_MODEL", ""),
                 base_url=os.environ.get("RHYTHM_TEACHER_BASE_URL") or None,
+                reasoning_effort=os.environ.get("RHYTHM_TEACHER_REASONING_EFFORT") or None,
                 api_key=_secret("OPENAI_API_KEY"),
             ),
             "hub": HubResource(token=_secret("HF_TOKEN"), namespace=os.environ.get("RHYTHM_HUB_NAMESPACE") or None),

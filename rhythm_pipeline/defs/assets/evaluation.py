@@ -15,7 +15,10 @@ from rhythm_core.evaluation.rollouts import (
     play_condition,
     publish_rollouts,
 )
+from rhythm_core.evaluation.teacher_play import TEACHER_PLAYER, TeacherPlayIncomplete, teacher_identity
+from rhythm_core.evaluation.teacher_play import play_teacher as play_teacher_on_eval_seeds
 from rhythm_core.training.generation import SamplingConfig
+from rhythm_pipeline.defs.resources import TeacherResource
 from rhythm_pipeline.lineage import lineage_metadata, png_metadata, versioned_output
 from rhythm_pipeline.settings import ACTIVE_GRADER, GRADING_AUTOMATION, GRADING_TAGS, artifact_root
 
@@ -29,6 +32,10 @@ class EvalRolloutsConfig(dg.Config):
     top_p: float = 1.0
     sampling_seed: int = 0
     baselines: list[str] = list(EVAL_BASELINES)
+    # Also play the configured teacher resource on these seeds (agent "teacher" in eval_results;
+    # resumable, exactly once, under the resource's cost guard; never training data). Off by default:
+    # with a paid teacher it costs money.
+    include_teacher: bool = False
 
 
 @dg.op(out=dg.Out(dict), description="Check the seeds and prepare a staging folder for the rollouts.")
@@ -43,6 +50,7 @@ def plan_eval_rollouts(context: dg.OpExecutionContext, config: EvalRolloutsConfi
     return {
         "root": str(root), "staged": str(staging_dir(root / "eval_rollouts")), "seeds": seeds,
         "sampling": sampling.__dict__, "baselines": list(config.baselines), "config": config.model_dump(),
+        "include_teacher": config.include_teacher,
         "checkpoints": {"student_grpo": grpo_checkpoint["model_dir"], "student_sft": sft_checkpoint["model_dir"]},
         "upstream": {"grpo_checkpoint": grpo_checkpoint, "sft_checkpoint": sft_checkpoint},
     }
@@ -62,9 +70,23 @@ def _play_op(condition: str):
 PLAY_OPS = {condition: _play_op(condition) for condition in CONDITIONS}
 
 
+@dg.op(out=dg.Out(dict), description=(
+    "With include_teacher: the teacher resource on the evaluation seeds of every condition (resumable, "
+    "exactly once, one cost guard for all conditions); otherwise nothing."))
+def play_teacher(context: dg.OpExecutionContext, plan: dict, teacher: TeacherResource) -> dict:
+    if not plan.get("include_teacher"):
+        return {}
+    settings = teacher.settings()
+    try:
+        files = play_teacher_on_eval_seeds(settings, plan["seeds"], plan["staged"], plan["root"], log=context.log.info)
+    except TeacherPlayIncomplete as exc:
+        raise dg.Failure(description=str(exc), metadata=exc.details) from exc
+    return {"files": files, "identity": teacher_identity(settings)}
+
+
 @dg.op(out=dg.Out(dict), description="Write the manifest and publish the rollouts under their content hash.")
 def publish_eval_rollouts(context: dg.OpExecutionContext, plan: dict, continuous: dict, ood: dict,
-                          discrete3: dict) -> dg.Output[dict]:
+                          discrete3: dict, teacher_play: dict) -> dg.Output[dict]:
     upstream = plan["upstream"]
     sft, grpo = upstream["sft_checkpoint"], upstream["grpo_checkpoint"]
     provenance = {"grpo_checkpoint_version": grpo["version"], "sft_checkpoint_version": sft["version"],
@@ -72,8 +94,11 @@ def publish_eval_rollouts(context: dg.OpExecutionContext, plan: dict, continuous
                   "grpo_checkpoint": grpo["model_dir"], "seeds": plan["seeds"]}
     result = publish_rollouts(plan["staged"], plan["root"], checkpoints=plan["checkpoints"], seeds=plan["seeds"],
                               sampling=SamplingConfig(**plan["sampling"]), baselines=plan["baselines"],
-                              files={**continuous, **ood, **discrete3}, provenance=provenance)
+                              files={**continuous, **ood, **discrete3, **teacher_play.get("files", {})},
+                              provenance=provenance,
+                              extra_players={TEACHER_PLAYER: teacher_play["identity"]} if teacher_play else None)
     files = result["manifest"]["files"]
+    teacher_files = [f for f in files.values() if f["player"] == TEACHER_PLAYER]
     return versioned_output(result, {
         "artifact_path": dg.MetadataValue.path(result["dir"]),
         "episodes": sum(f["episodes"] for f in files.values()),
@@ -81,6 +106,10 @@ def publish_eval_rollouts(context: dg.OpExecutionContext, plan: dict, continuous
            if f["player"].startswith("student")},
         "seeds": dg.MetadataValue.json(plan["seeds"]), "sampling": dg.MetadataValue.json(plan["sampling"]),
         "base_model": sft.get("base_model"),
+        **({"teacher": teacher_play["identity"]["id"],
+            "teacher_cost_usd": round(sum(f["cost_usd"] for f in teacher_files), 6),
+            **{f"invalid_rate_teacher_{f['condition']}": f["invalid_rate"] for f in teacher_files}}
+           if teacher_play else {}),
         **lineage_metadata(context, upstream, plan["config"], code_version=EVAL_ROLLOUTS_CODE_VERSION),
     })
 
@@ -101,7 +130,8 @@ def _eval_config(config: dict) -> dict:
     description=(
         "The GRPO and SFT students and the baselines (random, heuristic, constant belief, Bayesian teacher, "
         "oracle) play the evaluation seeds of the three conditions, one step per condition so the multiprocess "
-        "executor runs them in parallel. Students generate in lockstep: one batched generate per step for all "
+        "executor runs them in parallel; with include_teacher, the teacher resource plays them too (agent "
+        "'teacher'). Students generate in lockstep: one batched generate per step for all "
         "episodes. Stores full trajectories and nothing grader-dependent, so a grader change re-grades "
         "without running any model."
     ),
@@ -109,7 +139,7 @@ def _eval_config(config: dict) -> dict:
 def eval_rollouts(grpo_checkpoint: dict, sft_checkpoint: dict):
     plan = plan_eval_rollouts(grpo_checkpoint, sft_checkpoint)
     played = {condition: op(plan) for condition, op in PLAY_OPS.items()}
-    return publish_eval_rollouts(plan, **played)
+    return publish_eval_rollouts(plan, teacher_play=play_teacher(plan), **played)
 
 
 @dg.asset(
