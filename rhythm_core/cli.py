@@ -58,7 +58,7 @@ def _cmd_teacher(args) -> int:
         max_retries=args.max_retries, price_input_per_m=args.price_input, price_output_per_m=args.price_output,
         price_cached_input_per_m=args.price_cached_input, max_cost_usd=args.max_cost_usd,
         temperature=args.temperature, max_tokens=args.max_tokens, reasoning_effort=args.reasoning_effort,
-        structured_output=args.structured_output,
+        structured_output=args.structured_output, prompt_format=args.prompt_format,
     )
     with tqdm(total=len(seeds), desc=f"teacher {settings.teacher_id}", unit="ep", file=sys.stderr) as bar:
         result = run_teacher(
@@ -187,6 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--price-output", type=float, default=0.0, help="USD per 1M completion tokens (reasoning included)")
     p.add_argument("--reasoning-effort", choices=list(REASONING_EFFORTS), default=None,
                    help="sent only when given (reasoning models)")
+    p.add_argument("--prompt-format", choices=["table", "chat"], default="table",
+                   help="how each request renders the week: table (default, cheapest billed) or chat")
     p.add_argument("--structured-output", choices=list(STRUCTURED_OUTPUT_MODES), default="auto",
                    help="strict JSON schema answers; auto falls back to free text if the endpoint refuses it")
     p.add_argument("--max-tokens", type=int, default=None,

@@ -297,8 +297,23 @@ def test_each_request_extends_the_previous_steps_prompt_up_to_the_new_row():
         obs, *_ = env.step("MEDITATE")
         history.append(obs)
         answers.append("{}")
-    with pytest.raises(ValueError, match="unknown prompt_format 'xml'; allowed: table"):
+    with pytest.raises(ValueError, match="unknown prompt format 'xml'; allowed: table, chat"):
         request_messages(history[:2], answers[:1], "xml")
+
+
+def test_a_chat_format_teacher_sends_one_growing_conversation_with_its_own_answers(tmp_path):
+    with serve() as server:
+        result = run_teacher(settings_for(server, model="fake-teacher", concurrency=1, prompt_format="chat"), COND,
+                             [1000], tmp_path / "t.jsonl")
+        requests = [r.messages for r in server.requests]
+    assert (result.written, result.invalid_steps) == (1, 0) and len(requests) == STEPS_PER_EPISODE
+    record = records_of(tmp_path / "t.jsonl", [1000])[0]
+    assert record["protocol"]["prompt_format"] == "chat"
+    for t, messages in enumerate(requests):
+        assert [m["role"] for m in messages] == ["system"] + ["user", "assistant"] * t + ["user"]
+        if t:  # the previous request, then the teacher's raw answer to it, then the new turn
+            assert messages[: len(requests[t - 1])] == requests[t - 1]
+            assert messages[-2]["content"] == record["steps"][t - 1]["raw_answer"]
 
 
 def test_request_message_errors_name_the_parameter():

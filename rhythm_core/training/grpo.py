@@ -33,7 +33,7 @@ from ..env.spec import ACTION_INDEX, BELIEF_DIMS, SLOTS, STEPS_PER_EPISODE, true
 from ..graders import get_grader
 from ..protocol import fallback_action, parse_answer
 from .generation import SamplingConfig
-from .models import checkpoint_info, device_name, load_model_and_tokenizer
+from .models import TINY, checkpoint_info, device_name, load_model_and_tokenizer
 from .plots import plot_curves
 from .policy import LLMPolicyAgent
 from .sft import StreamLogs, model_card, with_system_prompt
@@ -209,6 +209,7 @@ def run_grpo(config: GRPORunConfig, dataset_dir, init_dir, out_dir, *, on_log: C
         reward_weights=config.reward_weights, logging_steps=config.logging_steps, save_strategy="no",
         report_to="none", use_cpu=not cuda, bf16=cuda and torch.cuda.is_bf16_supported(), seed=config.seed,
         use_vllm=False, disable_tqdm=True,
+        gradient_checkpointing=info.get("config", {}).get("base_model", TINY) != TINY,
     )
     trainer = GRPOTrainer(model=model, reward_funcs=make_reward_functions(config.grader), args=args,
                           train_dataset=prompts, processing_class=tokenizer, callbacks=[StreamLogs(on_log).callback])

@@ -154,6 +154,8 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
         bf16=cuda and torch.cuda.is_bf16_supported(), seed=config.seed, data_seed=config.seed,
         lr_scheduler_type="cosine", warmup_steps=max(1, config.max_steps // 20) if config.max_steps > 0 else 0,
         disable_tqdm=True,
+        # Recomputing activations saves memory real models need; the tiny model only pays its compute.
+        gradient_checkpointing=config.base_model != TINY,
     )
     trainer = SFTTrainer(model=model, args=args, train_dataset=train, eval_dataset=validation if len(validation) else None,
                          processing_class=tokenizer, peft_config=peft_config,

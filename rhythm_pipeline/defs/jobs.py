@@ -17,6 +17,7 @@ rhythm_lineage_long = dg.define_asset_job(
     description="The longer training preset: 2,000 Bayesian-teacher episodes, 2,000 SFT steps, 100 GRPO steps.",
     config={"ops": {
         "teacher_trajectories": {"config": {"seeds": _LONG["teacher_seeds"]}},
+        "sft_dataset": {"config": _LONG["dataset"]},
         "sft_checkpoint": {"config": _LONG["sft"]},
         "grpo_checkpoint": {"config": _LONG["grpo"]},
     }},
