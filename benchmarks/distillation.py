@@ -79,13 +79,15 @@ def main(argv=None) -> int:
     p.add_argument("--grpo", default="{}", help="GRPO overrides as JSON")
     p.add_argument("--no-grpo", action="store_true", help="stop after SFT; evaluate the SFT student only")
     p.add_argument("--eval-seeds", help='JSON {condition: seed spec}; default: the preset\'s')
+    p.add_argument("--reuse-sft-from", help="an earlier run's output folder of the same configuration: reuse its "
+                   "sft_dataset and sft_checkpoint, run GRPO and evaluation anew (stage times then exclude them)")
     p.add_argument("--quiet", action="store_true", help="print only stage timings and the final report")
     args = p.parse_args(argv)
     spec = configuration(args)
     out = Path(args.out or REPO / "runs" / f"bench-{spec['name']}")
     log = (lambda m: print(m, flush=True) if m.endswith(" s") or "done in" in m else None) if args.quiet else print
     start = time.perf_counter()
-    summary = run_distillation(out, spec, log=log, with_grpo=not args.no_grpo)
+    summary = run_distillation(out, spec, log=log, with_grpo=not args.no_grpo, reuse_sft_from=args.reuse_sft_from)
     text = report(summary, time.perf_counter() - start)
     (out / "benchmark.md").write_text(text + "\n")
     print(text)

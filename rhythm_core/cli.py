@@ -213,7 +213,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--validation-fraction", type=float, default=0.1)
     p.add_argument("--prompt-format", choices=["table", "chat"], default="chat",
                    help="chat: one conversation per episode (default); table: one example per step")
-    p.add_argument("--reasoning", choices=["full", "none"], default="full", help="what the answer carries")
+    p.add_argument("--reasoning", choices=["full", "none"], default="none",
+                   help="what the answer carries: none (belief and action, default) or the teacher's full reasoning")
     p.set_defaults(func=_cmd_dataset)
 
     from .evaluation.rollouts import DEFAULT_EVAL_SEEDS, EVAL_BASELINES

@@ -19,11 +19,14 @@ from .teacher.run import TeacherSettings
 from .training.entry import run_stage
 
 PRESETS: dict[str, dict] = {
-    # What `make demo` runs (the asset defaults).
-    "demo": {"teacher_seeds": "1000-1063", "dataset": {}, "sft": {}, "grpo": {}, "eval_seeds": DEFAULT_EVAL_SEEDS},
-    # Distillation at scale on a CPU: 2,000 teacher episodes (56,000 steps), a longer SFT and GRPO.
-    "long": {"teacher_seeds": "1000-2999", "dataset": {}, "sft": {"max_steps": 2000, "learning_rate": 3e-3},
-             "grpo": {"max_steps": 100, "teacher_prompts": 2048, "student_episodes": 16},
+    # What `make demo` runs (the asset defaults): 256 teacher weeks, the chat format without reasoning,
+    # 120 SFT steps, 10 GRPO steps.
+    "demo": {"teacher_seeds": "1000-1255", "dataset": {}, "sft": {}, "grpo": {}, "eval_seeds": DEFAULT_EVAL_SEEDS},
+    # Distillation at scale on a CPU: 2,000 teacher weeks (56,000 decisions), 800 SFT steps of 8 weeks
+    # (~3.5 epochs, ~19 min on 2 cores), 50 GRPO steps.
+    "long": {"teacher_seeds": "1000-2999", "dataset": {"prompt_format": "chat", "reasoning": "none"},
+             "sft": {"max_steps": 800, "learning_rate": 3e-3},
+             "grpo": {"max_steps": 50, "teacher_prompts": 2048, "student_episodes": 16},
              "eval_seeds": DEFAULT_EVAL_SEEDS},
 }
 
@@ -37,10 +40,20 @@ def resolve_preset(preset: str | dict) -> dict:
     return PRESETS[preset]
 
 
+def _published(run_dir: Path, stage: str) -> dict:
+    """The one published version of `stage` in an earlier run's output folder."""
+    versions = [d for d in sorted((run_dir / stage).glob("*")) if d.is_dir() and not d.name.startswith(".")]
+    if len(versions) != 1:
+        raise ValueError(f"{run_dir / stage}: expected exactly one published version to reuse, found {len(versions)}")
+    return {"path": str(versions[0]), "version": versions[0].name}
+
+
 def run_distillation(out, preset: str | dict = "long", *, grader: str = "v3", log: Callable[[str], None] = print,
-                     with_grpo: bool = True) -> dict:
+                     with_grpo: bool = True, reuse_sft_from=None) -> dict:
     """Run the recipe into `out`; `preset` is a name of PRESETS or a dict of the same shape.
-    `with_grpo=False` stops after SFT and evaluates the SFT student only (faster variant sweeps)."""
+    `with_grpo=False` stops after SFT and evaluates the SFT student only (faster variant sweeps).
+    `reuse_sft_from`: an earlier run's output folder of the same configuration whose sft_dataset and
+    sft_checkpoint are reused as they are (GRPO and evaluation run anew), to iterate on GRPO."""
     spec = resolve_preset(preset)
     root = Path(out)
     timings = {}
@@ -52,10 +65,13 @@ def run_distillation(out, preset: str | dict = "long", *, grader: str = "v3", lo
         log(f"{name}: done in {timings[name]} s")
         return result
 
-    traj = timed("teacher_trajectories", lambda: teacher_stage(TeacherSettings(), "continuous", spec["teacher_seeds"],
-                                                               root, grader=grader, log=log))
-    timed("reeval_report", lambda: reeval_stage(traj["path"], grader, root))
-    data = timed("sft_dataset", lambda: dataset_stage(traj, root, **spec.get("dataset", {})))
+    if reuse_sft_from is None:
+        traj = timed("teacher_trajectories", lambda: teacher_stage(TeacherSettings(), "continuous",
+                                                                   spec["teacher_seeds"], root, grader=grader, log=log))
+        timed("reeval_report", lambda: reeval_stage(traj["path"], grader, root))
+        data = timed("sft_dataset", lambda: dataset_stage(traj, root, **spec.get("dataset", {})))
+    else:
+        data = _published(Path(reuse_sft_from), "sft_dataset")
 
     def train(stage, config, init=None):
         def run(staged):
@@ -64,7 +80,12 @@ def run_distillation(out, preset: str | dict = "long", *, grader: str = "v3", lo
 
         return train_and_publish(root, f"{stage}_checkpoint", run)
 
-    sft = timed("sft_checkpoint", lambda: train("sft", spec["sft"]))
+    if reuse_sft_from is None:
+        sft = timed("sft_checkpoint", lambda: train("sft", spec["sft"]))
+    else:
+        sft_dir = Path(_published(Path(reuse_sft_from), "sft_checkpoint")["path"])
+        sft = {**json.loads((sft_dir / "result.json").read_text()), "model_dir": str(sft_dir / "model")}
+        log(f"reusing {data['path']} and {sft_dir} from {reuse_sft_from}")
     students = {"student_sft": sft["model_dir"]}
     grpo = {}
     if with_grpo:

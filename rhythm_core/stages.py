@@ -128,7 +128,7 @@ DATASET_FILTERS = ("none", "beat_heuristic")
 
 def dataset_stage(trajectories: dict, root, *, filter: str = "none", filter_grader: str = "v3",
                   validation_fraction: float = 0.1, split_seed: int = 0, prompt_format: str = "chat",
-                  reasoning: str = "full") -> dict:
+                  reasoning: str = "none") -> dict:
     """Turn teacher episodes into an SFT DatasetDict saved under <root>/sft_dataset/<content hash>.
 
     filter "beat_heuristic" keeps the episodes where the teacher out-scored the heuristic on the same

@@ -41,7 +41,7 @@ from .sft import StreamLogs, model_card, with_system_prompt
 
 @dataclass
 class GRPORunConfig:
-    max_steps: int = 20
+    max_steps: int = 10
     learning_rate: float = 5e-5
     per_device_train_batch_size: int = 8  # completions per optimizer step (a multiple of num_generations)
     num_generations: int = 4

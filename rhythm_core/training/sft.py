@@ -25,9 +25,9 @@ from .tiny import TinyModelConfig, build_tiny_base
 @dataclass
 class SFTRunConfig:
     base_model: str = TINY  # "tiny" (offline) or a Hugging Face model id / local path
-    max_steps: int = 150  # > 0 overrides num_train_epochs
+    max_steps: int = 120  # > 0 overrides num_train_epochs
     num_train_epochs: float = 1.0
-    learning_rate: float = 5e-3  # for the tiny model; ~2e-4 suits LoRA on a real model
+    learning_rate: float = 3e-3  # for the tiny model; ~2e-4 suits LoRA on a real model
     per_device_train_batch_size: int = 8
     gradient_accumulation_steps: int = 1
     max_length: int = 4096  # a chat-format week with full reasoning is ~3.7k tiny-tokenizer tokens

@@ -14,7 +14,8 @@ _LONG = PRESETS["long"]
 rhythm_lineage_long = dg.define_asset_job(
     "rhythm_lineage_long",
     selection=dg.AssetSelection.all(),
-    description="The longer training preset: 2,000 Bayesian-teacher episodes, 2,000 SFT steps, 100 GRPO steps.",
+    description="The longer training preset: 2,000 Bayesian-teacher weeks in the chat format, 800 SFT steps, "
+                "50 GRPO steps.",
     config={"ops": {
         "teacher_trajectories": {"config": {"seeds": _LONG["teacher_seeds"]}},
         "sft_dataset": {"config": _LONG["dataset"]},
