@@ -17,13 +17,13 @@ def test_baselines_json_shape(capsys):
     data = json.loads(out)
     assert set(data) == {"condition", "grader", "n_episodes", "agents"}
     assert (data["condition"], data["grader"], data["n_episodes"]) == ("ood", "v2", 20)
-    assert list(data["agents"]) == ["random", "heuristic", "heuristic_const_belief", "bayes", "oracle"]
+    assert list(data["agents"]) == ["random", "heuristic", "heuristic_const_belief", "fallback", "bayes", "oracle"]
     for name, block in data["agents"].items():
         assert set(block) == {"final_score", "ci95", "belief_mae", "components"}
         lo, hi = block["ci95"]
         assert lo <= block["final_score"] <= hi
         assert set(block["components"]) == {"wellbeing", "progress", "crash_avoidance", "belief_accuracy"}
-        assert (block["belief_mae"] is None) == (name in ("random", "heuristic"))
+        assert (block["belief_mae"] is None) == (name in ("random", "heuristic", "fallback"))
 
 
 def test_baselines_table_and_agent_subset(capsys):

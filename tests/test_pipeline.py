@@ -53,10 +53,10 @@ def test_data_half_materializes_with_checks_and_metadata(instance):
     report = json.loads(Path(out["reeval_report"]["json"]).read_text())
     assert report["graders"] == ["v3", "v2"]
     agents = {row["agent"] for row in report["per_condition"]}
-    assert agents == {"teacher", "random", "heuristic", "heuristic_const_belief"}
+    assert agents == {"teacher", "random", "heuristic", "heuristic_const_belief", "fallback"}
 
     ds = datasets.load_from_disk(out["sft_dataset"]["path"])
-    assert len(ds["train"]) + len(ds["validation"]) == 12 * 28
+    assert len(ds["train"]) + len(ds["validation"]) == 12  # chat format: one conversation per week
     assert (Path(out["sft_dataset"]["path"]) / "README.md").read_text().count("bayes") >= 1
 
     materializations = {e.asset_key.to_user_string(): e.event_specific_data.materialization
