@@ -133,7 +133,12 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
     if not _has_generation_markers(tokenizer):
         train, validation = _to_prompt_completion(train), _to_prompt_completion(validation)
     conversations = [row["messages"][:-1] for row in data["validation"].select(range(min(16, len(data["validation"]))))]
-    sampling = SamplingConfig(max_new_tokens=200)
+    # The teacher's answers bound how long a valid answer is; twice the longest is room enough and
+    # keeps the untrained model's rambling short (it never stops on its own).
+    answer_tokens = [len(tokenizer(m["content"], add_special_tokens=False)["input_ids"]) + 1
+                     for row in data["train"].select(range(min(2000, len(data["train"]))))
+                     for m in row["messages"] if m["role"] == "assistant"]
+    sampling = SamplingConfig(max_new_tokens=min(200, 2 * max(answer_tokens)))
     valid_before = valid_answer_rate(model, tokenizer, conversations, sampling) if conversations else None
 
     peft_config = None
@@ -177,8 +182,6 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
 
     trained, trained_tok = load_model_and_tokenizer(str(model_dir))
     valid_after = valid_answer_rate(trained, trained_tok, conversations, sampling) if conversations else None
-    answer_tokens = [len(tokenizer(row["messages"][-1]["content"], add_special_tokens=False)["input_ids"]) + 1
-                     for row in data["train"].select(range(min(2000, len(data["train"]))))]
     history = [e for e in trainer.state.log_history if "loss" in e]
     losses = [e["loss"] for e in history]
     metrics = {
