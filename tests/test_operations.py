@@ -86,7 +86,7 @@ def test_lineage_names_what_produced_an_asset(instance, capsys, monkeypatch):
     teacher, dataset = chain
     assert dataset["upstream_data_versions"] == {"teacher_trajectories": teacher["data_version"]}
     (reeval,) = [link for link in lineage_chain("reeval_report", instance, defs) if link["asset"] == "reeval_report"]
-    assert reeval["code_version"] == "reeval-1|grader=v3"
+    assert reeval["code_version"] == "reeval-2|grader=v3"
     assert teacher["details"]["teacher"] == "bayes" and teacher["details"]["seeds"] == "1000-1003"
     assert dataset["details"]["artifact_path"].endswith(dataset["data_version"])
     text = format_chain(chain)

@@ -22,7 +22,7 @@ class TeacherTrajectoriesConfig(dg.Config):
 
 @dg.asset(
     group_name="data",
-    code_version=f"teacher-1|{ENV_VERSION}",
+    code_version=f"teacher-2|{ENV_VERSION}",  # 2: reasoning models, billed usage, prompt format
     kinds={"python", "jsonl"},
     description=(
         "Teacher episodes, one JSON line per episode: every step's rendered prompt, the teacher's raw "
@@ -69,7 +69,7 @@ def teacher_trajectories(context: dg.AssetExecutionContext, config: TeacherTraje
 
 @dg.asset(
     group_name="data",
-    code_version=f"reeval-1|grader={ACTIVE_GRADER}",
+    code_version=f"reeval-2|grader={ACTIVE_GRADER}",
     tags=GRADING_TAGS,
     automation_condition=GRADING_AUTOMATION,
     kinds={"python", "polars"},

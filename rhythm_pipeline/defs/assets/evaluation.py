@@ -114,7 +114,7 @@ def publish_eval_rollouts(context: dg.OpExecutionContext, plan: dict, continuous
     })
 
 
-EVAL_ROLLOUTS_CODE_VERSION = "eval-rollouts-1"
+EVAL_ROLLOUTS_CODE_VERSION = "eval-rollouts-2"  # 2: the fallback reference, chat-format students
 
 
 def _eval_config(config: dict) -> dict:
@@ -144,7 +144,7 @@ def eval_rollouts(grpo_checkpoint: dict, sft_checkpoint: dict):
 
 @dg.asset(
     group_name="evaluation",
-    code_version=f"eval-results-1|grader={ACTIVE_GRADER}",
+    code_version=f"eval-results-2|grader={ACTIVE_GRADER}",
     tags=GRADING_TAGS,
     automation_condition=GRADING_AUTOMATION,
     kinds={"python"},

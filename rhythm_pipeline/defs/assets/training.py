@@ -64,7 +64,7 @@ def _compute_metadata(result: dict, compute: ComputeResource) -> dict:
 
 @dg.asset(
     group_name="training",
-    code_version="sft-1",
+    code_version="sft-2",  # 2: chat format, numbers as whole tokens
     kinds={"pytorch", "huggingface"},
     description=(
         "The distilled student: TRL SFT on sft_dataset with the loss on the assistant turn only. The default "
@@ -100,7 +100,7 @@ def sft_checkpoint(context: dg.AssetExecutionContext, config: SftCheckpointConfi
 
 @dg.asset(
     group_name="training",
-    code_version="grpo-1",
+    code_version="grpo-2",
     kinds={"pytorch", "huggingface"},
     description=(
         "The student refined with TRL GRPO from sft_checkpoint. Rewards come from the real env and grader: "
