@@ -57,7 +57,6 @@ import numpy as np
 import yaml
 
 from ..artifacts import atomic_write_text, publish_dir, staging
-from ..env import EnvState
 from ..env.conditions import EVAL_SEEDS
 from ..env.profiles import sample_factors
 from ..env.spec import ENV_VERSION, STEPS_PER_EPISODE, true_belief
@@ -121,13 +120,15 @@ def assign_splits(episodes: Iterable[tuple[str, int]], validation_fraction: floa
     return split
 
 
-def _replay_states(condition: str, records: list[dict], keep: list[list[bool]]) -> list[list[str | None]]:
-    """Replay all episodes of one condition in one vector env; return each kept step's env_state JSON.
+def _replay_states(condition: str, records: list[dict], keep: list[list[bool]]) -> tuple[list, list]:
+    """Replay all episodes of one condition in one vector env; return each kept step's env_state JSON
+    and the observation at it (what the chat format renders), per episode and step.
 
     The recorded meters must match the replay (else the file is corrupt or from another env), so a
     restored state is exactly the state the teacher saw.
     """
     states: list[list[str | None]] = [[None] * STEPS_PER_EPISODE for _ in records]
+    observations: list[list] = [[None] * STEPS_PER_EPISODE for _ in records]  # what the agent saw there
 
     def keep_states(t, env):
         rows = [i for i in range(len(records)) if keep[i][t]]
@@ -135,13 +136,14 @@ def _replay_states(condition: str, records: list[dict], keep: list[list[bool]]) 
             snap = env.snapshot()
             for i in rows:
                 states[i][t] = snap.episode(i).to_json()
+                observations[i][t] = snap.observation(i)
 
     bad = replay(condition, records, keep_states)
     if bad:
         (i, t) = bad[0]
         raise ValueError(f"{condition} seed {records[i]['seed']}: recorded meters at step {t} do not match a replay "
                          f"of its actions in {ENV_VERSION}; {len(bad)} episode(s) differ")
-    return states
+    return states, observations
 
 
 def _answer(record: dict, step: dict, t: int, reasoning: str = "full") -> str | None:
@@ -206,9 +208,9 @@ def build_sft_dataset(
                     raise ValueError(f"{condition} seed {r['seed']}: steps[{t}] has step {step.get('step')!r}")
         answers = [[_answer(r, step, t, reasoning) for t, step in enumerate(r["steps"])] for r in group]
         keep = [[a is not None or prompt_format == "chat" for a in ans] for ans in answers]
-        states = _replay_states(condition, group, keep)
+        states, observations = _replay_states(condition, group, keep)
         beliefs = true_belief(sample_factors(condition, [int(r["seed"]) for r in group]))
-        for r, ans, st, belief in zip(group, answers, states, beliefs):
+        for r, ans, st, history, belief in zip(group, answers, states, observations, beliefs):
             out = columns[split_of[(condition, int(r["seed"]))]]
             row = {"condition": condition, "seed": int(r["seed"]), "teacher": str(r["teacher"]["id"]),
                    "true_belief": [float(b) for b in belief]}
@@ -216,7 +218,6 @@ def build_sft_dataset(
                 if any(a is None for a in ans):
                     dropped_episodes += 1  # see the module docstring
                     continue
-                history = [EnvState.from_json(s).observation() for s in st]
                 row.update(messages=render_conversation(history, ans[:-1], variant="full") +
                            [{"role": "assistant", "content": ans[-1]}],
                            steps=list(range(STEPS_PER_EPISODE)), env_states=st)

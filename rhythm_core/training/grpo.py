@@ -160,10 +160,11 @@ def _teacher_prompts(teacher, config: GRPORunConfig) -> list[dict]:
                 for r in teacher]
     decisions = [(i, k) for i, steps in enumerate(teacher["steps"]) for k in range(len(steps))]
     order = np.random.default_rng(config.seed).permutation(len(decisions))[: config.teacher_prompts]
-    rows = []
+    rows, last, r, user_turns = [], None, None, []
     for i, k in sorted(decisions[j] for j in order):
-        r = teacher[i]
-        user_turns = [n for n, m in enumerate(r["messages"]) if m["role"] == "user"]
+        if i != last:  # decisions are sorted by episode: read each episode's row once
+            last, r = i, teacher[i]
+            user_turns = [n for n, m in enumerate(r["messages"]) if m["role"] == "user"]
         rows.append({"prompt": r["messages"][: user_turns[k] + 1], "env_state": r["env_states"][k],
                      "true_belief": r["true_belief"], "condition": r["condition"], "seed": r["seed"],
                      "step": r["steps"][k], "source": "teacher"})
