@@ -135,9 +135,9 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
     conversations = [row["messages"][:-1] for row in data["validation"].select(range(min(16, len(data["validation"]))))]
     # The teacher's answers bound how long a valid answer is; twice the longest is room enough and
     # keeps the untrained model's rambling short (it never stops on its own).
-    answer_tokens = [len(tokenizer(m["content"], add_special_tokens=False)["input_ids"]) + 1
-                     for row in data["train"].select(range(min(2000, len(data["train"]))))
-                     for m in row["messages"] if m["role"] == "assistant"]
+    answers = [m["content"] for row in data["train"].select(range(min(2000, len(data["train"]))))
+               for m in row["messages"] if m["role"] == "assistant"]
+    answer_tokens = [len(ids) + 1 for ids in tokenizer(answers, add_special_tokens=False)["input_ids"]]
     sampling = SamplingConfig(max_new_tokens=min(200, 2 * max(answer_tokens)))
     valid_before = valid_answer_rate(model, tokenizer, conversations, sampling) if conversations else None
 
