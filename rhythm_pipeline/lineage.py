@@ -33,15 +33,37 @@ def lineage_metadata(context: dg.AssetExecutionContext | dg.OpExecutionContext, 
     return meta
 
 
+JSON_DECIMALS = 4
+
+
+def round_floats(value, decimals: int = JSON_DECIMALS):
+    """`value` with every float inside it (dicts, lists) rounded to `decimals` places."""
+    if isinstance(value, float):
+        return round(value, decimals)
+    if isinstance(value, dict):
+        return {k: round_floats(v, decimals) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [round_floats(v, decimals) for v in value]
+    return value
+
+
+def tidy_metadata(metadata: dict) -> dict:
+    """Metadata as the UI should show it: floats inside JSON values rounded to 4 decimals (full
+    precision stays in the artifacts); everything else as it is."""
+    return {key: dg.MetadataValue.json(round_floats(entry.data)) if isinstance(entry, dg.JsonMetadataValue) else entry
+            for key, entry in metadata.items()}
+
+
 def versioned_output(value: dict, metadata: dict, version: str | None = None) -> dg.Output:
-    """The asset's output with its content-hash DataVersion (`value["version"]` by default).
+    """The asset's output with its content-hash DataVersion (`value["version"]` by default) and its
+    metadata tidied (`tidy_metadata`).
 
     Output(data_version=...) is a beta parameter we rely on on purpose; Dagster runs ops inside its
     own warning filters, so a module-level filter cannot silence the BetaWarning: do it here.
     """
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=dg.BetaWarning)
-        return dg.Output(value, data_version=dg.DataVersion(version or value["version"]), metadata=metadata)
+        return dg.Output(value, data_version=dg.DataVersion(version or value["version"]), metadata=tidy_metadata(metadata))
 
 
 def png_metadata(path: str, alt: str) -> dg.MetadataValue:

@@ -13,6 +13,7 @@ materialized (the instance is copied first, so the source stays untouched):
 
 from __future__ import annotations
 
+import base64
 import html
 import json
 import os
@@ -247,20 +248,25 @@ query Logs($id: ID!) {
 }"""
 
 
-@pytest.fixture(scope="module")
-def data_half_run(server) -> dict:
-    """The data half launched through GraphQL as the Launchpad does, polled until it ends."""
+def repository(server: DevServer) -> dict:
     repos = server.graphql("""{ repositoriesOrError { ... on RepositoryConnection {
                                  nodes { name location { name } jobs { name } } } } }""")
-    repo = next(r for r in repos["repositoriesOrError"]["nodes"] if "data_half" in {j["name"] for j in r["jobs"]})
+    return next(r for r in repos["repositoriesOrError"]["nodes"] if "data_half" in {j["name"] for j in r["jobs"]})
+
+
+def launch(server: DevServer, job: str, run_config: dict | None = None, **selector) -> str:
+    """Launch a run as the Launchpad (or the asset graph's Materialize button) does; its run id."""
+    repo = repository(server)
     params = {"selector": {"repositoryLocationName": repo["location"]["name"], "repositoryName": repo["name"],
-                           "jobName": "data_half"},
-              "runConfigData": {"ops": {"teacher_trajectories": {"config": {"seeds": "1000-1007"}}}}}
+                           "jobName": job, **selector},
+              "runConfigData": run_config or {}}
     launched = server.graphql(LAUNCH, {"params": params})["launchRun"]
     assert launched["__typename"] == "LaunchRunSuccess", launched
-    run_id = launched["run"]["runId"]
+    return launched["run"]["runId"]
 
-    deadline, status = time.monotonic() + RUN_TIMEOUT_S, None
+
+def wait_for_run(server: DevServer, run_id: str, timeout_s: float = RUN_TIMEOUT_S) -> dict:
+    deadline, status = time.monotonic() + timeout_s, None
     while time.monotonic() < deadline:
         status = server.graphql(STATUS, {"id": run_id})["runOrError"]["status"]
         if status in ("SUCCESS", "FAILURE", "CANCELED"):
@@ -272,6 +278,13 @@ def data_half_run(server) -> dict:
         messages = "\n".join(e["message"] for e in events if e.get("message"))[-4000:]
         report += f":\n{messages}\n--- dagster dev ---\n{server.log_tail()}"
     return {"run_id": run_id, "status": status, "report": report}
+
+
+@pytest.fixture(scope="module")
+def data_half_run(server) -> dict:
+    """The data half launched through GraphQL as the Launchpad does, polled until it ends."""
+    run_id = launch(server, "data_half", {"ops": {"teacher_trajectories": {"config": {"seeds": "1000-1007"}}}})
+    return wait_for_run(server, run_id)
 
 
 def test_the_data_half_launched_from_the_ui_succeeds(data_half_run):
@@ -298,17 +311,189 @@ def test_the_asset_graph_renders(server, data_half_run, tmp_path):
     assert len(re.findall(r"\bNever materialized\b", text)) == 4, text[:4000]
 
 
+# -- clicking through a page (Chrome DevTools Protocol) ---------------------------------------------
+
+
+class Page:
+    """One headless Chromium tab driven over the DevTools protocol, for views that only a click opens
+    (the asset page's metadata Plots toggle is React state, not a URL)."""
+
+    def __init__(self, ws):
+        self.ws, self.next_id = ws, 0
+
+    def send(self, method: str, params: dict | None = None) -> dict:
+        self.next_id += 1
+        self.ws.send(json.dumps({"id": self.next_id, "method": method, "params": params or {}}))
+        while True:
+            message = json.loads(self.ws.recv())
+            if message.get("id") == self.next_id:
+                if "error" in message:
+                    raise RuntimeError(f"{method}: {message['error']}")
+                return message.get("result", {})
+
+    def evaluate(self, expression: str):
+        result = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True, "awaitPromise": True})
+        return result.get("result", {}).get("value")
+
+    def wait_for_text(self, text: str, timeout_s: float = 60) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not self.evaluate(f"document.body && document.body.innerText.includes({json.dumps(text)})"):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{text!r} did not appear on the page within {timeout_s} s")
+            time.sleep(0.5)
+
+    def click_button(self, label: str) -> None:
+        found = self.evaluate(f"""(() => {{ const b = [...document.querySelectorAll('button')]
+            .find(b => b.innerText.trim() === {json.dumps(label)}); if (b) b.click(); return !!b; }})()""")
+        if not found:
+            raise RuntimeError(f"no button labelled {label!r} on the page")
+
+    def type_into(self, placeholder: str, text: str) -> None:
+        # A React-controlled input: set the value through the native setter, then announce it.
+        found = self.evaluate(f"""(() => {{ const i = document.querySelector('input[placeholder={json.dumps(placeholder)}]');
+            if (!i) return false; Object.getOwnPropertyDescriptor(HTMLInputElement.prototype, 'value').set
+            .call(i, {json.dumps(text)}); i.dispatchEvent(new Event('input', {{bubbles: true}})); return true; }})()""")
+        if not found:
+            raise RuntimeError(f"no input with placeholder {placeholder!r} on the page")
+
+    def scroll_to_text(self, text: str) -> None:
+        """Scroll the innermost element showing exactly `text` to the top of its scroll container."""
+        found = self.evaluate(f"""(() => {{ const e = [...document.querySelectorAll('body *')].reverse()
+            .find(e => e.children.length === 0 && e.textContent.trim() === {json.dumps(text)});
+            if (e) e.scrollIntoView({{block: 'start'}}); return !!e; }})()""")
+        if not found:
+            raise RuntimeError(f"{text!r} is not on the page")
+
+    def screenshot(self, out: Path) -> None:
+        out.write_bytes(base64.b64decode(self.send("Page.captureScreenshot", {"format": "png"})["data"]))
+
+
+@contextmanager
+def chromium_page(chromium: str, window: str = "1600,1400"):
+    from websockets.sync.client import connect
+
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="rhythm-chromium-") as profile:
+        proc = subprocess.Popen(
+            [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--hide-scrollbars",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--remote-debugging-port={port}", f"--user-data-dir={profile}", f"--window-size={window}",
+             "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=2) as response:
+                        targets = [t for t in json.load(response) if t["type"] == "page"]
+                    if targets:
+                        break
+                except OSError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise TimeoutError("chromium's DevTools endpoint did not answer")
+                time.sleep(0.3)
+            with connect(targets[0]["webSocketDebuggerUrl"], max_size=None) as ws:
+                yield Page(ws)
+        finally:
+            proc.kill()
+            proc.wait(timeout=30)
+
+
 # -- the README screenshot -------------------------------------------------------------------------
+
+
+RUN_TIMES = "query Times($id: ID!) { runOrError(runId: $id) { ... on Run { status startTime endTime } } }"
+ALL_RUNS = "{ runsOrError { ... on Runs { results { runId jobName status tags { key value } } } } }"
+ASSETS_AND_CHECKS = """{ assetNodes { assetKey { path }
+                          assetChecksOrError { ... on AssetChecks { checks { name } } } } }"""
+
+
+def materialize_all(server: DevServer) -> str:
+    """What the UI's "Materialize all" launches: the implicit asset job over every asset and check."""
+    nodes = server.graphql(ASSETS_AND_CHECKS)["assetNodes"]
+    assets = [{"path": n["assetKey"]["path"]} for n in nodes]
+    checks = [{"assetKey": {"path": n["assetKey"]["path"]}, "name": c["name"]}
+              for n in nodes for c in (n.get("assetChecksOrError") or {}).get("checks", [])]
+    return launch(server, "__ASSET_JOB", assetSelection=assets, assetCheckSelection=checks)
+
+
+def screenshot_eval_results(chromium: str, server: DevServer, out_dir: Path) -> list[Path]:
+    """The eval_results asset page (its Overview with the metadata table) and its metadata Plots view."""
+    shots = []
+    with chromium_page(chromium, window="1600,1500") as page:
+        page.send("Page.enable")
+        page.send("Page.navigate", {"url": server.base + "/assets/eval_results"})
+        page.wait_for_text("Latest materialization")
+        page.wait_for_text("history_rows")  # the metadata table has loaded
+        time.sleep(2)
+        shots.append(out_dir / "eval_results_asset.png")
+        page.screenshot(shots[-1])
+        page.click_button("Plots")
+        page.wait_for_text("continuous/student_grpo/final_score")
+        page.scroll_to_text("continuous/student_grpo/belief_mae")  # the students' charts, not the references'
+        time.sleep(3)  # the charts draw after their data
+        shots.append(out_dir / "eval_results_plots.png")
+        page.screenshot(shots[-1])
+    return shots
+
+
+def eval_results_tour(out_dir: Path, keep: Path | None = None) -> None:
+    """A fresh instance under `dagster dev` (what `make ui` runs, with its daemon): "Materialize all"
+    from GraphQL, then the weekly re-evaluation job on the next seed window, then screenshots of the
+    eval_results page and its Plots view, which now chart two evaluations."""
+    from rhythm_core.evaluation.rollouts import evaluation_window
+
+    chromium = find_chromium()
+    if not chromium:
+        sys.exit("chromium is not installed")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="rhythm-ui-") as tmp:
+        home = keep or Path(tmp) / "home"
+        if (home / "storage").exists():  # a kept instance: screenshots only
+            with dev_server(home) as server:
+                for shot in screenshot_eval_results(chromium, server, out_dir):
+                    print(shot, f"{shot.stat().st_size // 1024} KiB")
+            return
+        home.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
+        with dev_server(home) as server:
+            seeds = evaluation_window(1)
+            launches = [("materialize all", lambda: materialize_all(server)),
+                        ("reevaluate (window 1)", lambda: launch(server, "reevaluate", {"ops": {"eval_rollouts": {
+                            "config": {f"{c}_seeds": s for c, s in seeds.items()}}}}))]
+            for name, start in launches:
+                run = wait_for_run(server, start(), timeout_s=3600)
+                if run["status"] != "SUCCESS":
+                    sys.exit(run["report"])
+                times = server.graphql(RUN_TIMES, {"id": run["run_id"]})["runOrError"]
+                print(f"{name}: run {run['run_id']} {times['status']} in {times['endTime'] - times['startTime']:.1f} s",
+                      flush=True)
+            time.sleep(35)  # a daemon tick: would declarative automation launch anything after these runs?
+            runs = server.graphql(ALL_RUNS)["runsOrError"]["results"]
+            print(f"runs on the instance: {len(runs)}: " + ", ".join(
+                f"{r['jobName']} {r['status']}" + (" (automation)" if any(t["key"] == "dagster/sensor_name"
+                                                                          for t in r["tags"]) else "")
+                for r in runs))
+            for shot in screenshot_eval_results(chromium, server, out_dir):
+                print(shot, f"{shot.stat().st_size // 1024} KiB")
 
 
 def main() -> None:
     import argparse
 
-    parser = argparse.ArgumentParser(description="Screenshot the asset graph of an instance for the README.")
+    parser = argparse.ArgumentParser(description="Screenshots of the UI for the README.")
     parser.add_argument("--home", type=Path, default=REPO / "dagster_home", help="DAGSTER_HOME to show (copied)")
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "asset_graph.png")
     parser.add_argument("--window", default="2800,1100")
+    parser.add_argument("--eval-results", type=Path, default=None, metavar="DIR",
+                        help="instead: run the lineage and a re-evaluation on a fresh instance through the UI's "
+                             "server and screenshot the eval_results page and its Plots view into DIR")
+    parser.add_argument("--keep", type=Path, default=None,
+                        help="with --eval-results: the instance to create and keep (if it exists: screenshot it)")
     args = parser.parse_args()
+    if args.eval_results is not None:
+        eval_results_tour(args.eval_results, keep=args.keep)
+        return
     chromium = find_chromium()
     if not chromium:
         sys.exit("chromium is not installed")

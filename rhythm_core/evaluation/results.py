@@ -127,6 +127,28 @@ def compute_results(rollouts_dir, grader: str, *, compare_grader: str = "v2", pr
     return out
 
 
+# Agents whose answers can be invalid: the students and an API teacher (the other baselines are code).
+ANSWERING_AGENTS = ("student", "teacher")
+
+
+def headline_figures(results: dict, decimals: int = 4) -> dict[str, float]:
+    """The numbers to chart across evaluations, flat as "condition/agent/metric": every agent's
+    `final_score` (active grader), `belief_mae` where it states beliefs, `invalid_rate` of the agents
+    that answer in text, and each student's `recovery`; rounded to `decimals`."""
+    out = {}
+    for condition, block in results["conditions"].items():
+        for agent, m in block["agents"].items():
+            key = f"{condition}/{agent}"
+            out[f"{key}/final_score"] = m["final_score"]
+            if m["belief_mae"] is not None:
+                out[f"{key}/belief_mae"] = m["belief_mae"]
+            if agent.startswith(ANSWERING_AGENTS):
+                out[f"{key}/invalid_rate"] = m["invalid_rate"]
+            if m.get("recovery") is not None:
+                out[f"{key}/recovery"] = m["recovery"]
+    return {k: round(float(v), decimals) for k, v in out.items()}
+
+
 def student_gaps(results: dict) -> dict[str, dict[str, float]]:
     """What the evaluation checks measure, per "condition/student": `score_vs_heuristic` (final
     score minus the better of the heuristic's and the fallback-only policy's, since a student whose

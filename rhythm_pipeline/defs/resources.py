@@ -93,9 +93,16 @@ class ComputeResource(dg.ConfigurableResource):
     def _train_local(self, context, stage, config, dataset_dir, out_dir, init_dir, provenance) -> None:
         import sys
 
+        from rhythm_core.compute.threads import thread_env
+        from rhythm_pipeline.defs.executor import step_thread_budget
+
         extras = {"stage": stage, "config": config, "dataset": dataset_dir, "out": out_dir, "init": init_dir,
                   "provenance": provenance or {}}
-        dg.PipesSubprocessClient().run(
+        # Training runs alone in its run (sft -> grpo -> evaluation is a chain): every core this step
+        # may use, passed as OMP_NUM_THREADS & co, which torch reads when it starts.
+        threads = step_thread_budget(context)
+        context.log.info(f"training {stage} in a subprocess with {threads} torch thread(s)")
+        dg.PipesSubprocessClient(env=thread_env(threads)).run(
             context=context, command=[sys.executable, "-m", "rhythm_pipeline.train_entry"], extras=extras,
         )
 

@@ -6,8 +6,9 @@ import time
 import dagster as dg
 
 from rhythm_core.artifacts import staging_dir
+from rhythm_core.compute.threads import limit_threads
 from rhythm_core.env.conditions import CONDITIONS
-from rhythm_core.evaluation.results import append_history, eval_results_stage, history_markdown
+from rhythm_core.evaluation.results import append_history, eval_results_stage, headline_figures, history_markdown
 from rhythm_core.evaluation.rollouts import (
     DEFAULT_EVAL_SEEDS,
     EVAL_BASELINES,
@@ -18,6 +19,7 @@ from rhythm_core.evaluation.rollouts import (
 from rhythm_core.evaluation.teacher_play import TEACHER_PLAYER, TeacherPlayIncomplete, teacher_identity
 from rhythm_core.evaluation.teacher_play import play_teacher as play_teacher_on_eval_seeds
 from rhythm_core.training.generation import SamplingConfig
+from rhythm_pipeline.defs.executor import PARALLEL_TORCH_TAGS, step_thread_budget
 from rhythm_pipeline.defs.resources import TeacherResource
 from rhythm_pipeline.lineage import lineage_metadata, png_metadata, versioned_output
 from rhythm_pipeline.settings import ACTIVE_GRADER, GRADING_AUTOMATION, GRADING_TAGS, artifact_root
@@ -57,9 +59,13 @@ def plan_eval_rollouts(context: dg.OpExecutionContext, config: EvalRolloutsConfi
 
 
 def _play_op(condition: str):
-    @dg.op(name=f"play_{condition}", out=dg.Out(dict),
-           description=f"Every player on the {condition} evaluation seeds (its own process under the multiprocess executor).")
+    @dg.op(name=f"play_{condition}", out=dg.Out(dict), tags=PARALLEL_TORCH_TAGS,
+           description=f"Every player on the {condition} evaluation seeds (its own process under the multiprocess "
+                       "executor, torch sized to its share of the cores).")
     def play(context: dg.OpExecutionContext, plan: dict) -> dict:
+        threads = step_thread_budget(context, parallel_steps=len(CONDITIONS))
+        limit_threads(threads)
+        context.log.info(f"play_{condition}: {threads} torch thread(s)")
         return play_condition(plan["checkpoints"], condition, plan["seeds"][condition], plan["staged"],
                               sampling=SamplingConfig(**plan["sampling"]), baselines=plan["baselines"],
                               log=context.log.info)
@@ -165,6 +171,9 @@ def eval_results(context: dg.AssetExecutionContext, eval_rollouts: dict) -> dg.O
                              rollouts_version=eval_rollouts["version"])
     scores = {f"{c}/{a}": m["final_score"] for c, block in result["results"]["conditions"].items()
               for a, m in block["agents"].items()}
+    # One number per key, so the asset's Plots tab charts each across materializations (drift
+    # between weekly re-evaluations without opening a file).
+    headline = headline_figures(result["results"])
     slim = {k: v for k, v in result.items() if k != "results"}
     return versioned_output(slim, {
         "results": dg.MetadataValue.md(result["markdown"]),
@@ -178,5 +187,6 @@ def eval_results(context: dg.AssetExecutionContext, eval_rollouts: dict) -> dg.O
         "history_rows": history.height,
         "seeds": dg.MetadataValue.json(result["results"]["provenance"].get("seeds", {})),
         "base_model": result["results"]["provenance"].get("base_model"),
+        **{key: dg.MetadataValue.float(value) for key, value in headline.items()},
         **lineage_metadata(context, {"eval_rollouts": eval_rollouts}),
     })

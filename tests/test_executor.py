@@ -1,0 +1,201 @@
+"""The default executor path (the UI's "Materialize all"): model-running steps share the machine's
+cores instead of oversubscribing them, and the evaluation figures reach the metadata as numbers the
+Plots tab can chart.
+
+The slow test at the end runs the whole lineage with the demo settings through `dagster asset
+materialize --select '*'` (the multiprocess executor) on a fresh instance.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import dagster as dg
+import pytest
+
+from rhythm_core.compute import threads
+from rhythm_core.compute.threads import available_cores, thread_budget, thread_env, torch_steps_at_once
+from rhythm_core.env.conditions import CONDITIONS
+from rhythm_core.evaluation.results import headline_figures
+from rhythm_pipeline.definitions import defs
+from rhythm_pipeline.defs.executor import EXECUTOR_NAME, TORCH_TAG, _multiprocess_config, step_thread_budget
+from rhythm_pipeline.lineage import tidy_metadata
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+# -- the thread budget -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("cores", "at_once", "budget_of_three"), [(1, 1, 1), (2, 1, 2), (3, 1, 3), (4, 2, 2),
+                                                                   (8, 4, 2), (16, 8, 5)])
+def test_steps_at_once_and_their_thread_budget_never_exceed_the_cores(cores, at_once, budget_of_three):
+    assert torch_steps_at_once(cores) == at_once
+    # three evaluation conditions, at most `at_once` of them together
+    running = min(at_once, len(CONDITIONS))
+    assert thread_budget(running, cores=cores) == budget_of_three
+    assert running * thread_budget(running, cores=cores) <= cores
+    assert thread_budget(1, cores=cores) == cores  # a step that runs alone gets every core
+    with pytest.raises(ValueError, match="at least 1"):
+        thread_budget(0, cores=cores)
+
+
+def test_available_cores_honours_the_cgroup_quota_and_the_override(tmp_path, monkeypatch):
+    monkeypatch.delenv(threads.CORES_ENV, raising=False)
+    affinity = len(os.sched_getaffinity(0))
+    (tmp_path / "cpu.max").write_text("max 100000\n")
+    assert available_cores(tmp_path) == affinity
+    (tmp_path / "cpu.max").write_text("150000 100000\n")  # a 1.5-core Kubernetes limit runs 2 threads
+    assert available_cores(tmp_path) == min(affinity, 2)
+    (tmp_path / "cpu.max").write_text("50000 100000\n")
+    assert available_cores(tmp_path) == 1
+    monkeypatch.setenv(threads.CORES_ENV, "12")
+    assert available_cores(tmp_path) == 12
+    monkeypatch.setenv(threads.CORES_ENV, "many")
+    with pytest.raises(ValueError, match="RHYTHM_CPU_CORES='many'"):
+        available_cores(tmp_path)
+
+
+def test_limit_threads_sizes_torch_and_the_env_of_children(monkeypatch):
+    import torch
+
+    for name in threads.THREAD_ENV_VARS:
+        monkeypatch.setenv(name, "99")
+    before = torch.get_num_threads()
+    try:
+        assert threads.limit_threads(1) == before
+        assert torch.get_num_threads() == 1
+        assert all(os.environ[name] == "1" for name in threads.THREAD_ENV_VARS)
+    finally:
+        torch.set_num_threads(before)
+    assert thread_env(3) == {name: "3" for name in threads.THREAD_ENV_VARS}
+
+
+def _context(executor: str, execution_config: dict | None = None):
+    run_config = {"execution": {"config": execution_config}} if execution_config is not None else {}
+    return SimpleNamespace(job_def=SimpleNamespace(executor_def=SimpleNamespace(name=executor)), run_config=run_config)
+
+
+def test_step_thread_budget_follows_the_executor(monkeypatch):
+    monkeypatch.setenv(threads.CORES_ENV, "12")
+    # in-process (make demo): one step at a time, every core
+    assert step_thread_budget(_context("execute_in_process_executor"), parallel_steps=3) == 12
+    # multiprocess, defaults: 12 // 2 = 6 torch steps allowed, only 3 conditions exist -> 4 threads each
+    assert step_thread_budget(_context(EXECUTOR_NAME), parallel_steps=3) == 4
+    # the launchpad lowered the limit: 2 at once -> 6 threads each
+    assert step_thread_budget(_context(EXECUTOR_NAME, {"torch_steps_at_once": 2}), parallel_steps=3) == 6
+    # max_concurrent below the torch limit also bounds what runs together
+    assert step_thread_budget(_context(EXECUTOR_NAME, {"max_concurrent": 1}), parallel_steps=3) == 12
+    # training runs alone in its run
+    assert step_thread_budget(_context(EXECUTOR_NAME)) == 12
+    monkeypatch.setenv(threads.CORES_ENV, "2")
+    assert step_thread_budget(_context(EXECUTOR_NAME), parallel_steps=3) == 2  # 1 at a time on 2 cores
+
+
+def test_every_job_runs_on_the_executor_that_limits_torch_steps():
+    for job_name in ("rhythm_lineage", "reevaluate", "rhythm_lineage_long", "regrade", "data_half"):
+        assert defs.resolve_job_def(job_name).executor_def.name == EXECUTOR_NAME
+    config = _multiprocess_config({"max_concurrent": 0, "torch_steps_at_once": 3, "forkserver": True})
+    assert config["tag_concurrency_limits"] == [{"key": TORCH_TAG, "value": "parallel", "limit": 3}]
+    assert "rhythm_pipeline.definitions" in config["start_method"]["forkserver"]["preload_modules"]
+    assert _multiprocess_config({"max_concurrent": 0, "torch_steps_at_once": 1, "forkserver": False})[
+        "start_method"] == {"spawn": {}}
+    # The three evaluation steps carry the tag; nothing else does (training runs alone).
+    job = defs.resolve_job_def("rhythm_lineage")
+    tagged = sorted(node.name for node in job.graph.iterate_op_defs() if node.tags.get(TORCH_TAG) == "parallel")
+    assert tagged == sorted(f"play_{c}" for c in CONDITIONS)
+
+
+# -- numbers the Plots tab can chart ---------------------------------------------------------------
+
+
+def _results() -> dict:
+    agent = {"final_score": 0.4891234567, "belief_mae": None, "invalid_rate": 0.0, "recovery": None}
+    return {"conditions": {"continuous": {"agents": {
+        "student_grpo": {**agent, "belief_mae": 0.20812345, "invalid_rate": 0.00123456, "recovery": 0.261234},
+        "heuristic": agent, "fallback": {**agent, "invalid_rate": 1.0},
+        "bayes": {**agent, "final_score": 0.63, "belief_mae": 0.101}}}}}
+
+
+def test_headline_figures_are_flat_rounded_numbers():
+    figures = headline_figures(_results())
+    assert figures == {
+        "continuous/student_grpo/final_score": 0.4891, "continuous/student_grpo/belief_mae": 0.2081,
+        "continuous/student_grpo/invalid_rate": 0.0012, "continuous/student_grpo/recovery": 0.2612,
+        "continuous/heuristic/final_score": 0.4891, "continuous/fallback/final_score": 0.4891,
+        "continuous/bayes/final_score": 0.63, "continuous/bayes/belief_mae": 0.101,
+    }
+
+
+def test_json_metadata_floats_are_rounded_to_four_decimals():
+    meta = tidy_metadata({"scores": dg.MetadataValue.json({"a": 0.123456789, "b": [1.23456789, {"c": 2}], "d": "x"}),
+                          "loss": 0.123456789, "n": 3})
+    assert meta["scores"].data == {"a": 0.1235, "b": [1.2346, {"c": 2}], "d": "x"}
+    assert meta["loss"] == 0.123456789 and meta["n"] == 3  # plain numbers keep their precision
+
+
+# -- the whole lineage through the multiprocess executor (slow) ------------------------------------
+
+
+STEP_EVENTS = """
+import json, dagster as dg
+instance = dg.DagsterInstance.get()
+run = instance.get_runs(limit=1)[0]
+records = instance.all_logs(run.run_id)
+events = [{"type": r.dagster_event.event_type_value if r.dagster_event else "LOG", "step": r.step_key,
+           "t": r.timestamp, "message": r.user_message} for r in records]
+checks = [{"name": e.check_name, "passed": e.passed, "severity": e.severity.value}
+          for e in (r.dagster_event.event_specific_data for r in records
+                    if r.dagster_event and r.dagster_event.event_type_value == "ASSET_CHECK_EVALUATION")]
+materialized = sorted(k.to_user_string() for k in instance.get_asset_keys())
+print(json.dumps({"status": run.status.value, "events": events, "checks": checks, "materialized": materialized}))
+"""
+
+
+@pytest.mark.slow
+def test_the_whole_lineage_succeeds_through_the_multiprocess_executor(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text((REPO / "dagster_home" / "dagster.yaml").read_text())
+    env = {**os.environ, "DAGSTER_HOME": str(home)}
+    env.pop("RHYTHM_ARTIFACTS", None)
+    dagster = Path(sys.executable).parent / "dagster"
+    proc = subprocess.run([str(dagster), "asset", "materialize", "-m", "rhythm_pipeline.definitions", "--select", "*"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    out = subprocess.run([sys.executable, "-c", STEP_EVENTS], cwd=REPO, env=env, capture_output=True, text=True,
+                         check=True)
+    run = json.loads(out.stdout.strip().splitlines()[-1])
+    assert run["status"] == "SUCCESS"
+    events = run["events"]
+    assert any("multiprocess executor" in (e["message"] or "") for e in events)
+    started = {e["step"] for e in events if e["type"] == "STEP_START"}
+    succeeded = {e["step"] for e in events if e["type"] == "STEP_SUCCESS"}
+    assert started == succeeded and not [e for e in events if e["type"] == "STEP_FAILURE"]
+    assert {"teacher_trajectories", "reeval_report", "sft_dataset", "sft_checkpoint", "grpo_checkpoint",
+            "eval_rollouts.publish_eval_rollouts", "eval_results"} <= succeeded
+    assert set(run["materialized"]) == {"teacher_trajectories", "reeval_report", "sft_dataset", "sft_checkpoint",
+                                        "grpo_checkpoint", "eval_rollouts", "eval_results"}
+    # every check evaluated; the blocking ones (severity ERROR) pass
+    check_names = {c["name"] for c in run["checks"]}
+    assert {key.name for key in defs.resolve_asset_graph().asset_check_keys} <= check_names
+    assert all(c["passed"] for c in run["checks"] if c["severity"] == "ERROR"), run["checks"]
+
+    # The evaluation steps never ran more at once than the torch limit, each with its share of cores.
+    at_once = torch_steps_at_once()
+    spans = {}
+    for e in events:
+        if e["step"] and e["step"].startswith("eval_rollouts.play_") and e["step"] != "eval_rollouts.play_teacher":
+            if e["type"] in ("STEP_START", "STEP_SUCCESS"):
+                spans.setdefault(e["step"], []).append(e["t"])
+    assert len(spans) == len(CONDITIONS)
+    overlap = max(sum(1 for s, t in spans.values() if s <= start < t) for start, _ in spans.values())
+    assert overlap <= at_once
+    expected = thread_budget(min(at_once, len(CONDITIONS)))
+    budgets = [e["message"] for e in events if "torch thread(s)" in (e["message"] or "") and "play_" in e["message"]]
+    assert len(budgets) == len(CONDITIONS) and all(f": {expected} torch thread" in m for m in budgets), budgets
