@@ -24,7 +24,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from rhythm_core.distill import PRESETS, run_distillation  # noqa: E402
-from rhythm_core.env.profiles import prior_stats  # noqa: E402
+from rhythm_core.evaluation.belief_probe import belief_probe  # noqa: E402
+from rhythm_core.protocol import CHAT_FORMATS  # noqa: E402
 
 
 def configuration(args) -> dict:
@@ -32,7 +33,7 @@ def configuration(args) -> dict:
     spec["name"] = args.name or args.preset
     if args.teacher_seeds:
         spec["teacher_seeds"] = args.teacher_seeds
-    for key in ("prompt_format", "reasoning"):
+    for key in ("prompt_format", "reasoning", "belief_decimals"):
         if getattr(args, key):
             spec["dataset"][key] = getattr(args, key)
     spec["sft"].update(json.loads(args.sft))
@@ -47,7 +48,7 @@ def report(summary: dict, wall: float) -> str:
     lines = [f"configuration {summary['preset']}: student {summary['sft'].get('total_parameters')} parameters, "
              f"prompt format {summary['sft'].get('prompt_format')}, reasoning {summary['sft'].get('reasoning')}", "",
              "| condition | student | v3 score [95% CI] | heuristic | fallback | teacher | recovery | belief MAE "
-             "(constant prior) | invalid |", "|---|---|---|---|---|---|---|---|---|"]
+             "(constant belief, same seeds) | invalid |", "|---|---|---|---|---|---|---|---|---|"]
     for condition, block in results["conditions"].items():
         agents = block["agents"]
         ref = {name: agents[name]["final_score"] if name in agents else float("nan")
@@ -57,14 +58,46 @@ def report(summary: dict, wall: float) -> str:
             if not name.startswith("student"):
                 continue
             mae = "–" if m["belief_mae"] is None else f"{m['belief_mae']:.3f}"
+            constant = agents.get("heuristic_const_belief", {}).get("belief_mae")
             rec = "–" if m.get("recovery") is None else f"{m['recovery']:.0%}"
             lines.append(f"| {condition} | {name} | {m['final_score']:.3f} [{m['ci95'][0]:.3f}, {m['ci95'][1]:.3f}] | "
                          f"{ref['heuristic']:.3f} | {ref['fallback']:.3f} | {teacher:.3f} | {rec} | {mae} "
-                         f"({prior_stats(condition)[1]:.3f}) | {m['invalid_rate']:.1%} |")
+                         f"({'–' if constant is None else f'{constant:.3f}'}) | {m['invalid_rate']:.1%} |")
+    if summary.get("probes"):
+        lines += ["", "Teacher-forced belief probe (validation weeks, the teacher's answers in context; last-step MAE vs "
+                  "the truth, and mean distance to the teacher's numbers against copying its previous belief):", "",
+                  "| student | probe belief MAE | teacher | probe vs teacher | copy-previous vs teacher | numbers |",
+                  "|---|---|---|---|---|---|"]
+        for name, pr in summary["probes"].items():
+            cells = [pr.get(k) for k in ("probe_belief_mae", "teacher_belief_mae", "probe_vs_teacher", "copy_vs_teacher",
+                                         "number_rate")]
+            lines.append(f"| {name} | " + " | ".join("–" if c is None else f"{c:.3f}" for c in cells) + " |")
     lines += ["", "| stage | wall s |", "|---|---|"]
     lines += [f"| {stage} | {seconds} |" for stage, seconds in summary["timings_s"].items()]
     lines.append(f"| whole run | {wall:.0f} |")
     return "\n".join(lines)
+
+
+def probe_students(out: Path, reused: Path | None = None) -> dict:
+    """The belief probe of each student checkpoint the run used, on its chat-format dataset."""
+    def published(root: Path, stage: str) -> list[Path]:
+        return [d for d in sorted((root / stage).glob("*")) if d.is_dir() and not d.name.startswith(".")]
+
+    source = reused or out
+    dataset = published(source, "sft_dataset")
+    if len(dataset) != 1:
+        return {}
+    import datasets
+
+    from rhythm_core.data.sft_dataset import dataset_format
+
+    if dataset_format(datasets.load_from_disk(str(dataset[0])))["prompt_format"] not in CHAT_FORMATS:
+        return {}
+    probes = {}
+    for root, stage, name in ((source, "sft_checkpoint", "student_sft"), (out, "grpo_checkpoint", "student_grpo")):
+        for version in published(root, stage):
+            probes[name] = belief_probe(version / "model", dataset[0])
+    return probes
 
 
 def main(argv=None) -> int:
@@ -74,7 +107,8 @@ def main(argv=None) -> int:
     p.add_argument("--out", help="output root (default runs/bench-<name>)")
     p.add_argument("--teacher-seeds")
     p.add_argument("--prompt-format", choices=["table", "chat"])
-    p.add_argument("--reasoning", choices=["full", "none"])
+    p.add_argument("--reasoning", choices=["full", "none", "update"])
+    p.add_argument("--belief-decimals", type=int, choices=[1, 2])
     p.add_argument("--sft", default="{}", help='SFT overrides as JSON, e.g. \'{"max_steps": 400}\'')
     p.add_argument("--grpo", default="{}", help="GRPO overrides as JSON")
     p.add_argument("--no-grpo", action="store_true", help="stop after SFT; evaluate the SFT student only")
@@ -88,6 +122,7 @@ def main(argv=None) -> int:
     log = (lambda m: print(m, flush=True) if m.endswith(" s") or "done in" in m else None) if args.quiet else print
     start = time.perf_counter()
     summary = run_distillation(out, spec, log=log, with_grpo=not args.no_grpo, reuse_sft_from=args.reuse_sft_from)
+    summary["probes"] = probe_students(out, Path(args.reuse_sft_from) if args.reuse_sft_from else None)
     text = report(summary, time.perf_counter() - start)
     (out / "benchmark.md").write_text(text + "\n")
     print(text)

@@ -7,6 +7,7 @@ import json
 import sys
 
 from .env.conditions import CONDITIONS, check_seed, parse_seeds
+from .protocol import PROMPT_FORMATS
 
 
 def _agents_arg(text: str) -> list[str]:
@@ -103,10 +104,12 @@ def _cmd_dataset(args) -> int:
 
         keep = seeds_where_teacher_beats_heuristic(records, args.grader)
     dataset = build_sft_dataset(records, validation_fraction=args.validation_fraction, keep_seeds=keep,
-                                prompt_format=args.prompt_format, reasoning=args.reasoning)
+                                prompt_format=args.prompt_format, reasoning=args.reasoning,
+                                belief_decimals=args.belief_decimals)
     provenance = {"teacher": records[0]["teacher"], "source_trajectories": str(args.jsonl), "filter": args.filter,
                   "filter_grader": args.grader if args.filter != "none" else None,
-                  "prompt_format": args.prompt_format, "reasoning": args.reasoning}
+                  "prompt_format": args.prompt_format, "reasoning": args.reasoning,
+                  "belief_decimals": args.belief_decimals}
     summary = save_sft_dataset(dataset, args.out, provenance)
     print(f"{summary['path']}: examples {summary['examples']}, episodes {summary['episodes']}, "
           f"content {summary['content_hash'][:16]}")
@@ -187,7 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--price-output", type=float, default=0.0, help="USD per 1M completion tokens (reasoning included)")
     p.add_argument("--reasoning-effort", choices=list(REASONING_EFFORTS), default=None,
                    help="sent only when given (reasoning models)")
-    p.add_argument("--prompt-format", choices=["table", "chat"], default="table",
+    p.add_argument("--prompt-format", choices=list(PROMPT_FORMATS), default="table",
                    help="how each request renders the week: table (default, cheapest billed) or chat")
     p.add_argument("--structured-output", choices=list(STRUCTURED_OUTPUT_MODES), default="auto",
                    help="strict JSON schema answers; auto falls back to free text if the endpoint refuses it")
@@ -211,10 +214,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--filter", choices=["none", "beat_heuristic"], default="none")
     p.add_argument("--grader", choices=list(GRADERS), default="v3", help="grader used by the filter")
     p.add_argument("--validation-fraction", type=float, default=0.1)
-    p.add_argument("--prompt-format", choices=["table", "chat"], default="chat",
+    p.add_argument("--prompt-format", choices=list(PROMPT_FORMATS), default="chat",
                    help="chat: one conversation per episode (default); table: one example per step")
-    p.add_argument("--reasoning", choices=["full", "none"], default="none",
-                   help="what the answer carries: none (belief and action, default) or the teacher's full reasoning")
+    p.add_argument("--reasoning", choices=["full", "none", "update"], default="none",
+                   help="what the answer carries: none (belief and action, default), the teacher's full reasoning, "
+                        "or update (the belief's change this step)")
+    p.add_argument("--belief-decimals", type=int, choices=[1, 2], default=2, help="rounding of the stated beliefs")
     p.set_defaults(func=_cmd_dataset)
 
     from .evaluation.rollouts import DEFAULT_EVAL_SEEDS, EVAL_BASELINES

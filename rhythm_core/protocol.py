@@ -118,7 +118,8 @@ def render_user_prompt(history) -> str:
     return "\n".join(lines)
 
 
-PROMPT_FORMATS = ("table", "chat")
+PROMPT_FORMATS = ("table", "chat", "chat_labeled")
+CHAT_FORMATS = ("chat", "chat_labeled")  # one growing conversation per episode
 
 
 def _history_row(before, after) -> str:
@@ -149,24 +150,48 @@ def render_chat_turn(history) -> str:
     return f"{_history_row(history[-2], now)}\n{_short_now_line(now)}"
 
 
+def _labeled(values) -> str:
+    return " ".join(f"{m[:4]} {v}" for m, v in zip(METERS, values))
+
+
+def render_labeled_turn(history) -> str:
+    """The user turn of the "chat_labeled" format: every number follows the name of its meter.
+
+    At the first step the state now; afterwards the last action and its anomaly per meter, then the
+    state now. The delta is left out: it is the difference of two states the conversation shows.
+    Why: in "chat" a number's meter is only its position in a row of ten, and a small model trained
+    from scratch never learns to pick the fourth number after the second "|"; a name right before
+    each number lets it find "the connection anomaly" by content (measured in benchmarks/README.md).
+    """
+    _check_history(history, None)
+    now = history[-1]
+    state = f"Now day {now.day} {now.slot}, {_labeled(f'{float(v):.2f}' for v in now.meters)}"
+    if len(history) == 1:
+        return "Start of the week. Each turn: the last action and its anomaly per meter, then the state now.\n" + state
+    anomaly = (f"{round(float(v), 2) + 0.0:+.2f}" for v in now.anomaly)
+    return f"{now.last_action} anomaly {_labeled(anomaly)}\n{state}"
+
+
 def render_conversation(history, answers: list[str], *, variant: str = "full", prompt_format: str = "chat") -> list[dict]:
     """Chat messages for the decision at history[-1].
 
     "table": system + one user message holding the whole week so far (`render_user_prompt`); the
     earlier answers are not shown. "chat": the episode as one growing conversation, a user turn per
     step (`render_chat_turn`) and, after each but the last, the assistant's answer at that step
-    (`answers[t]`, so len(answers) == len(history) - 1): the model reads its own earlier beliefs."""
+    (`answers[t]`, so len(answers) == len(history) - 1): the model reads its own earlier beliefs.
+    "chat_labeled": the same conversation with user turns from `render_labeled_turn`."""
     if prompt_format == "table":
         return render_messages(history, variant=variant)
-    if prompt_format != "chat":
+    if prompt_format not in CHAT_FORMATS:
         raise ValueError(f"unknown prompt format {prompt_format!r}; allowed: {', '.join(PROMPT_FORMATS)}")
+    render_turn = render_labeled_turn if prompt_format == "chat_labeled" else render_chat_turn
     _check_history(history, None)
     if len(answers) != len(history) - 1:
         raise ValueError(f"a chat conversation at step {len(history) - 1} needs {len(history) - 1} earlier answers, "
                          f"got {len(answers)}")
     messages = [{"role": "system", "content": system_prompt(variant)}]
     for t in range(len(history)):
-        messages.append({"role": "user", "content": render_chat_turn(history[: t + 1])})
+        messages.append({"role": "user", "content": render_turn(history[: t + 1])})
         if t < len(answers):
             messages.append({"role": "assistant", "content": answers[t]})
     return messages
@@ -329,10 +354,13 @@ def _parse(text) -> ParsedAnswer:
     return ParsedAnswer(valid=True, action=action, belief=belief, reasoning=reasoning, error=None)
 
 
-def format_answer(action: str, belief, reasoning: str) -> str:
+def format_answer(action: str, belief, reasoning: str, *, belief_decimals: int = 2) -> str:
     """The canonical answer: compact JSON, reasoning first (the model explains before it commits),
-    beliefs clipped to [0, 1] and rounded to 2 decimals. Raises ValueError on an unknown action or a
-    malformed belief, since teacher data must be clean."""
+    beliefs clipped to [0, 1] and rounded to `belief_decimals` (2, or 1 for a coarser answer a small
+    student learns from fewer examples). Raises ValueError on an unknown action or a malformed
+    belief, since teacher data must be clean."""
+    if belief_decimals not in (1, 2):
+        raise ValueError(f"belief_decimals must be 1 or 2, got {belief_decimals!r}")
     answer = {"reasoning": str(reasoning)}
     if belief is not None:
         if isinstance(belief, dict):
@@ -347,7 +375,7 @@ def format_answer(action: str, belief, reasoning: str) -> str:
         numbers = [float(v) for v in values]
         if not all(math.isfinite(v) for v in numbers):
             raise ValueError(f"belief values must be finite, got {numbers}")
-        answer["belief"] = {d: round(min(max(v, 0.0), 1.0), 2) + 0.0 for d, v in zip(BELIEF_DIMS, numbers)}
+        answer["belief"] = {d: round(min(max(v, 0.0), 1.0), belief_decimals) + 0.0 for d, v in zip(BELIEF_DIMS, numbers)}
     answer["action"] = ACTIONS[action_index(action)]
     return json.dumps(answer, separators=(",", ":"), ensure_ascii=False)
 

@@ -128,7 +128,7 @@ DATASET_FILTERS = ("none", "beat_heuristic")
 
 def dataset_stage(trajectories: dict, root, *, filter: str = "none", filter_grader: str = "v3",
                   validation_fraction: float = 0.1, split_seed: int = 0, prompt_format: str = "chat",
-                  reasoning: str = "none") -> dict:
+                  reasoning: str = "none", belief_decimals: int = 2) -> dict:
     """Turn teacher episodes into an SFT DatasetDict saved under <root>/sft_dataset/<content hash>.
 
     filter "beat_heuristic" keeps the episodes where the teacher out-scored the heuristic on the same
@@ -143,7 +143,7 @@ def dataset_stage(trajectories: dict, root, *, filter: str = "none", filter_grad
     records = read_trajectories(trajectories["path"], allow_truncated_tail=False).records
     keep = seeds_where_teacher_beats_heuristic(records, filter_grader) if filter == "beat_heuristic" else None
     dataset = build_sft_dataset(records, validation_fraction=validation_fraction, keep_seeds=keep, seed=split_seed,
-                                prompt_format=prompt_format, reasoning=reasoning)
+                                prompt_format=prompt_format, reasoning=reasoning, belief_decimals=belief_decimals)
     digest = content_hash(dataset)
     version = digest[:16]
     provenance = {
@@ -152,7 +152,7 @@ def dataset_stage(trajectories: dict, root, *, filter: str = "none", filter_grad
         "source_trajectories_version": trajectories["version"], "filter": filter,
         "filter_grader": filter_grader if filter != "none" else None, "validation_fraction": validation_fraction,
         "split_seed": split_seed, "episodes_in_source": len(records), "prompt_format": prompt_format,
-        "reasoning": reasoning,
+        "reasoning": reasoning, "belief_decimals": belief_decimals,
     }
     summary = save_sft_dataset(dataset, Path(root) / "sft_dataset" / version, provenance, digest=digest)
     return {**summary, "version": version, "provenance": provenance}

@@ -27,7 +27,7 @@ from rhythm_core.data.sft_dataset import (
 )
 from rhythm_core.env import EnvState, RhythmEnv, VectorRhythmEnv
 from rhythm_core.env.profiles import sample_factors
-from rhythm_core.env.spec import ACTION_INDEX, METERS, STEPS_PER_EPISODE, true_belief
+from rhythm_core.env.spec import ACTION_INDEX, BELIEF_DIMS, METERS, STEPS_PER_EPISODE, true_belief
 from rhythm_core.protocol import SYSTEM_PROMPT, parse_answer
 from rhythm_core.teacher.run import TeacherSettings, run_teacher
 from rhythm_core.teacher.trajectories import read_trajectories
@@ -81,7 +81,7 @@ def test_chat_format_is_one_conversation_per_episode(records):
     from rhythm_core.protocol import render_chat_turn
 
     chat = build_sft_dataset(records, validation_fraction=0.2, prompt_format="chat")
-    assert dataset_format(chat) == {"prompt_format": "chat", "reasoning": "full"}
+    assert dataset_format(chat) == {"prompt_format": "chat", "reasoning": "full", "belief_decimals": 2}
     assert sum(len(chat[s]) for s in chat) == len(SEEDS)
     for _, row in _rows(chat):
         record = next(r for r in records if r["seed"] == row["seed"])
@@ -98,6 +98,47 @@ def test_chat_format_is_one_conversation_per_episode(records):
         assert np.allclose([o.meters for o in history], record["meters"][:STEPS_PER_EPISODE])
     assert not check_no_eval_seeds(chat)
     assert "prompt format | chat" in dataset_card(chat, PROVENANCE)
+
+
+def test_labeled_chat_format_with_one_decimal_beliefs(records):
+    from rhythm_core.data.sft_dataset import dataset_format
+    from rhythm_core.protocol import render_labeled_turn
+
+    data = build_sft_dataset(records, validation_fraction=0.2, prompt_format="chat_labeled", reasoning="none",
+                             belief_decimals=1)
+    assert dataset_format(data) == {"prompt_format": "chat_labeled", "reasoning": "none", "belief_decimals": 1}
+    assert sum(len(data[s]) for s in data) == len(SEEDS)
+    for _, row in _rows(data):
+        record = next(r for r in records if r["seed"] == row["seed"])
+        history = [EnvState.from_json(s).observation() for s in row["env_states"]]
+        users = [m["content"] for m in row["messages"] if m["role"] == "user"]
+        assert users == [render_labeled_turn(history[: t + 1]) for t in range(STEPS_PER_EPISODE)]
+        answers = [parse_answer(m["content"]) for m in row["messages"] if m["role"] == "assistant"]
+        assert [a.action for a in answers] == record["actions"]
+        for answer, step in zip(answers, record["steps"]):
+            assert answer.belief == {d: round(v, 1) + 0.0 for d, v in step["parsed"]["belief"].items()}
+    assert "prompt format | chat_labeled" in dataset_card(data, PROVENANCE)
+    with pytest.raises(ValueError, match="belief_decimals"):
+        build_sft_dataset(records, prompt_format="chat", belief_decimals=0)
+
+
+def test_update_reasoning_is_the_change_of_the_rounded_belief(records):
+    for decimals in (1, 2):
+        data = build_sft_dataset(records, validation_fraction=0.2, prompt_format="chat_labeled", reasoning="update",
+                                 belief_decimals=decimals)
+        for _, row in _rows(data):
+            previous = {d: 0.5 for d in BELIEF_DIMS}
+            for message in row["messages"]:
+                if message["role"] != "assistant":
+                    continue
+                answer = parse_answer(message["content"])
+                words = answer.reasoning.split()
+                assert words[0::2] == list(BELIEF_DIMS)
+                for dim, change in zip(BELIEF_DIMS, words[1::2]):
+                    assert change[0] in "+-" and len(change.split(".")[1]) == decimals
+                    # the stated belief is exactly the previous one plus the stated change
+                    assert answer.belief[dim] == pytest.approx(round(previous[dim] + float(change), decimals))
+                previous = answer.belief
 
 
 def test_reasoning_none_keeps_belief_and_action_only(records):

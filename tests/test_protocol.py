@@ -393,3 +393,36 @@ def test_chat_conversation_grows_by_one_row_and_one_answer_per_step(full_history
         render_conversation(full_history[:3], ["only one"])
     with pytest.raises(ValueError, match="unknown prompt format"):
         render_conversation(full_history[:3], answers[:2], prompt_format="xml")
+
+
+def test_labeled_chat_turn_names_the_meter_before_every_number(full_history):
+    from rhythm_core.env.spec import METERS
+    from rhythm_core.protocol import render_conversation, render_labeled_turn
+
+    first = render_labeled_turn(full_history[:1])
+    assert first.splitlines()[-1] == "Now day 1 morning, " + " ".join(
+        f"{m[:4]} {v:.2f}" for m, v in zip(METERS, full_history[0].meters))
+    for cut in (2, 9, len(full_history)):
+        now = full_history[cut - 1]
+        row, state = render_labeled_turn(full_history[:cut]).splitlines()
+        words = row.split()
+        assert words[:2] == [now.last_action, "anomaly"]
+        # every number follows its meter's name, and they are the newest anomaly, signed to 2 decimals
+        assert words[2::2] == [m[:4] for m in METERS]
+        assert [float(w) for w in words[3::2]] == pytest.approx(list(now.anomaly), abs=0.0051)
+        assert all(w[0] in "+-" for w in words[3::2])
+        assert state.startswith(f"Now day {now.day} {now.slot}, ")
+        assert [float(w) for w in state.split(", ", 1)[1].split()[1::2]] == pytest.approx(list(now.meters), abs=0.0051)
+    answers = [f"answer {t}" for t in range(5)]
+    messages = render_conversation(full_history[:6], answers, variant="compact", prompt_format="chat_labeled")
+    assert [m["content"] for m in messages if m["role"] == "user"] == [
+        render_labeled_turn(full_history[: t + 1]) for t in range(6)]
+    assert [m["content"] for m in messages if m["role"] == "assistant"] == answers
+
+
+def test_format_answer_rounds_beliefs_to_the_asked_decimals():
+    coarse = json.loads(format_answer("NAP", [0.349, 0.66, 1.2], "", belief_decimals=1))
+    assert coarse["belief"] == {"social": 0.3, "morning": 0.7, "work": 1.0}
+    assert json.loads(format_answer("NAP", [0.349, 0.66, 1.2], ""))["belief"]["social"] == 0.35
+    with pytest.raises(ValueError, match="belief_decimals"):
+        format_answer("NAP", [0.3, 0.6, 0.9], "", belief_decimals=3)

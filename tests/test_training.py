@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from rhythm_core.env import VectorRhythmEnv
-from rhythm_core.env.spec import ACTIONS
+from rhythm_core.env.spec import ACTIONS, STEPS_PER_EPISODE
 from rhythm_core.protocol import parse_answer
 
 
@@ -132,8 +132,16 @@ def test_chat_format_trains_plays_its_own_conversation_and_feeds_grpo(tmp_path):
     records = read_trajectories(tmp_path / "teacher.jsonl").records
     save_sft_dataset(build_sft_dataset(records, validation_fraction=0.25, prompt_format="chat", reasoning="none"),
                      tmp_path / "sft", {"note": "chat"})
-    result = run_sft(SFTRunConfig(max_steps=4, per_device_train_batch_size=2, eval_examples=2),
-                     tmp_path / "sft", tmp_path / "sft_out")
+    logs = []
+    result = run_sft(SFTRunConfig(max_steps=4, per_device_train_batch_size=2, eval_examples=2, logging_steps=1,
+                                  short_context_steps=3, short_context_length=256),
+                     tmp_path / "sft", tmp_path / "sft_out", on_log=logs.append)
+    # three steps on each week's first 256 tokens, then four on whole weeks, logged as one run
+    assert (result["steps"], result["short_context_steps"]) == (7, 3)
+    assert [e["step"] for e in logs if "loss" in e] == [1, 2, 3, 4, 5, 6, 7]
+    phases = [e.get("phase") for e in json.loads(open(result["path"] + "/metrics.json").read())["log_history"]
+              if "loss" in e]
+    assert phases == ["short_context"] * 3 + [None] * 4
     info = json.loads(open(result["model_dir"] + "/rhythm_checkpoint.json").read())
     assert (info["prompt_format"], info["reasoning"]) == ("chat", "none") and result["prompt_format"] == "chat"
 
@@ -150,6 +158,25 @@ def test_chat_format_trains_plays_its_own_conversation_and_feeds_grpo(tmp_path):
         obs, *_ = env.step(decision.actions)
     assert agent.answers[1][2] == decision.reasoning[1]  # its own raw answer stays in its conversation
 
+    # the teacher-forced belief probe reads every answer's belief numbers and the model's choice at each
+    from rhythm_core.evaluation.belief_probe import belief_probe
+
+    probe = belief_probe(result["model_dir"], tmp_path / "sft", episodes=2)
+    assert probe["episodes"] == 2 and probe["steps"] == STEPS_PER_EPISODE
+    assert all(len(curve) == STEPS_PER_EPISODE for curve in probe["curves"].values())
+    validation = datasets.load_from_disk(str(tmp_path / "sft"))["validation"].select(range(2))
+    stated = [[parse_answer(m["content"]).belief_array() for m in row["messages"] if m["role"] == "assistant"]
+              for row in validation]
+    expected = np.mean([np.abs(s[-1] - np.asarray(row["true_belief"])).mean() for s, row in zip(stated, validation)])
+    assert probe["teacher_belief_mae"] == pytest.approx(expected, abs=1e-4)
+    assert probe["copy_vs_teacher"] > 0.0 and 0.0 <= probe["number_rate"] <= 1.0
+    # four steps of training: where the model writes no number there is no MAE to report (None, not NaN)
+    assert probe["probe_belief_mae"] is None or 0.0 <= probe["probe_belief_mae"] <= 1.0
+    save_sft_dataset(build_sft_dataset(records, validation_fraction=0.25, prompt_format="table", reasoning="none"),
+                     tmp_path / "sft_table", {"note": "table"})
+    with pytest.raises(ValueError, match="one conversation per episode"):
+        belief_probe(result["model_dir"], tmp_path / "sft_table")
+
     teacher = with_system_prompt(datasets.load_from_disk(str(tmp_path / "sft"))["train"], "compact")
     prompts = _teacher_prompts(teacher, GRPORunConfig(teacher_prompts=20, seed=1))
     assert len(prompts) == 20
@@ -157,3 +184,60 @@ def test_chat_format_trains_plays_its_own_conversation_and_feeds_grpo(tmp_path):
         assert row["prompt"][-1]["role"] == "user" and row["prompt"][0]["role"] == "system"
         assert sum(m["role"] == "user" for m in row["prompt"]) == row["step"] + 1
         assert EnvState.from_json(row["env_state"]).step == row["step"]
+
+
+def test_numeric_embeddings_put_near_values_near_each_other():
+    import torch
+
+    from rhythm_core.training.tiny import TinyModelConfig, build_tiny_model, train_tokenizer
+
+    text = " ".join(f"+0.{i:02d} -0.{i:02d} 0.{i:02d} 0.{i // 10}" for i in range(100)) + " day 3 of 28 DEEP_WORK"
+    tokenizer = train_tokenizer([text] * 5, vocab_size=1500)
+    plain = build_tiny_model(tokenizer, TinyModelConfig(seed=3)).get_input_embeddings().weight
+    model = build_tiny_model(tokenizer, TinyModelConfig(seed=3, numeric_embedding_dims=33))
+    weight = model.get_input_embeddings().weight.detach()
+    assert model.get_output_embeddings().weight.data_ptr() == model.get_input_embeddings().weight.data_ptr()
+
+    def emb(token: str) -> torch.Tensor:
+        ids = tokenizer(token, add_special_tokens=False)["input_ids"]
+        assert len(ids) == 1, token
+        return weight[ids[0], :33]
+
+    cos = torch.nn.functional.cosine_similarity
+    assert cos(emb(" 0.60"), emb(" 0.62"), dim=0) > cos(emb(" 0.60"), emb(" 0.20"), dim=0) + 0.3
+    assert cos(emb(" +0.08"), emb(" +0.09"), dim=0) > cos(emb(" +0.08"), emb(" -0.08"), dim=0) + 0.3
+    assert float(emb(" -0.30")[0]) < 0 < float(emb(" +0.30")[0])  # the first feature is the value itself
+    word = tokenizer(" DEEP_WORK", add_special_tokens=False)["input_ids"][0]
+    assert torch.all(weight[word, :33] == 0) and torch.equal(weight[word, 33:], plain.detach()[word, 33:])
+    with pytest.raises(ValueError, match="numeric_embedding_dims"):
+        build_tiny_model(tokenizer, TinyModelConfig(numeric_embedding_dims=1))
+
+
+def test_belief_probe_reads_update_and_belief_numbers_where_the_model_would_write_them():
+    import torch
+
+    from rhythm_core.evaluation.belief_probe import _UPDATE_NUMBER, _belief_numbers
+    from rhythm_core.training.tiny import train_tokenizer
+
+    answers = ['{"reasoning":"social +0.0 morning +0.0 work +0.0","belief":{"social":0.5,"morning":0.5,"work":0.5},'
+               '"action":"NAP"}',
+               '{"reasoning":"social +0.2 morning -0.1 work +0.0","belief":{"social":0.7,"morning":0.4,"work":0.5},'
+               '"action":"SLEEP"}']
+    text = "<|im_start|>user\nNow day 1 morning<|im_end|>\n" + "".join(
+        f"<|im_start|>assistant\n{a}<|im_end|>\n<|im_start|>user\nSLEEP anomaly vita +0.03<|im_end|>\n" for a in answers)
+    tokenizer = train_tokenizer([text] * 20, vocab_size=800)
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    # a model that always predicts exactly the next token of the text
+    perfect = torch.full((len(ids), len(tokenizer)), -10.0)
+    perfect[torch.arange(len(ids) - 1), torch.tensor(ids[1:])] = 10.0
+    teacher, model, readable = _belief_numbers(text, tokenizer, perfect)
+    assert teacher.tolist() == [[0.5, 0.5, 0.5], [0.7, 0.4, 0.5]] and np.array_equal(teacher, model) and readable.all()
+    teacher, model, readable = _belief_numbers(text, tokenizer, perfect, _UPDATE_NUMBER, clip=False)
+    assert teacher.tolist() == [[0.0, 0.0, 0.0], [0.2, -0.1, 0.0]] and np.array_equal(teacher, model) and readable.all()
+    # a tokenizer too small to keep every number whole: split numbers are left out, never misread
+    small = train_tokenizer([text] * 20, vocab_size=300)
+    small_ids = small(text, add_special_tokens=False)["input_ids"]
+    logits = torch.zeros((len(small_ids), len(small)))
+    teacher, model, readable = _belief_numbers(text, small, logits)
+    assert teacher.tolist() == [[0.5, 0.5, 0.5], [0.7, 0.4, 0.5]] and not readable.all()
+    assert np.isnan(model[~readable]).all()

@@ -31,8 +31,13 @@ in the checkpoint, so evaluation and GRPO prompt the student the way it was trai
   at its prompt. Episodes with a fallback step are left out (the conversation would have to show an
   answer the teacher did not give).
 
-`reasoning` chooses what the answer carries: "full" (the teacher's reasoning) or "none" (an empty
-reasoning string: belief and action only, a third of the tokens).
+`reasoning` chooses what the answer carries: "full" (the teacher's reasoning), "none" (an empty
+reasoning string: belief and action only, a third of the tokens) or "update" (the belief's change
+since the previous step, "social +0.1 morning +0.0 work -0.1", in the answer's own rounding, so the
+new belief is exactly the previous one plus it). "update" gives the student a target it cannot copy
+from its context: the change is what this step's evidence says, the part a student trained only to
+repeat its last belief never learns (benchmarks/README.md). `belief_decimals` (2, or 1) rounds the
+stated beliefs.
 
 Train/validation is split by episode, never across one episode's steps, from a hash of (split seed,
 condition, seed): an episode's split does not depend on which other episodes are in the file, so a
@@ -59,8 +64,8 @@ import yaml
 from ..artifacts import atomic_write_text, publish_dir, staging
 from ..env.conditions import EVAL_SEEDS
 from ..env.profiles import sample_factors
-from ..env.spec import ENV_VERSION, STEPS_PER_EPISODE, true_belief
-from ..protocol import PROMPT_FORMATS, SYSTEM_PROMPT, format_answer, render_conversation
+from ..env.spec import BELIEF_DIMS, ENV_VERSION, STEPS_PER_EPISODE, true_belief
+from ..protocol import CHAT_FORMATS, PROMPT_FORMATS, SYSTEM_PROMPT, format_answer, render_conversation
 from ..teacher.trajectories import replay, validate_record
 
 SPLITS = ("train", "validation")
@@ -88,7 +93,7 @@ CHAT_FEATURES = datasets.Features(
         "env_states": [datasets.Value("string")],
     }
 )
-REASONING = ("full", "none")
+REASONING = ("full", "none", "update")
 _SECRET_KEY = re.compile(r"token|api_?key|secret|password|credential", re.IGNORECASE)
 _HF_TOKEN = re.compile(r"^hf_[A-Za-z0-9]{20,}$")
 
@@ -146,7 +151,32 @@ def _replay_states(condition: str, records: list[dict], keep: list[list[bool]]) 
     return states, observations
 
 
-def _answer(record: dict, step: dict, t: int, reasoning: str = "full") -> str | None:
+def belief_update_text(belief: dict, previous: dict | None, decimals: int) -> str:
+    """The "update" reasoning: each belief dimension's change since `previous` (the prior mean 0.5
+    at the first step), after rounding both to `decimals`."""
+    def rounded(value):
+        return round(min(max(float(value), 0.0), 1.0), decimals)
+
+    before = previous or {d: 0.5 for d in BELIEF_DIMS}
+    return " ".join(f"{d} {round(rounded(belief[d]) - rounded(before[d]), decimals) + 0.0:+.{decimals}f}"
+                    for d in BELIEF_DIMS)
+
+
+def _episode_answers(record: dict, reasoning: str, belief_decimals: int) -> list[str | None]:
+    answers, previous = [], None
+    for t, step in enumerate(record["steps"]):
+        text = None
+        if reasoning == "update":
+            belief = (step.get("parsed") or {}).get("belief")
+            if belief is not None and not step.get("invalid"):
+                text = belief_update_text(belief, previous, belief_decimals)
+                previous = belief
+        answers.append(_answer(record, step, t, reasoning, belief_decimals, text))
+    return answers
+
+
+def _answer(record: dict, step: dict, t: int, reasoning: str = "full", belief_decimals: int = 2,
+            update_text: str | None = None) -> str | None:
     """The canonical teacher answer of a step, or None for a fallback (invalid) step."""
     parsed = step.get("parsed") or {}
     if step.get("invalid") or not parsed.get("valid"):
@@ -156,7 +186,8 @@ def _answer(record: dict, step: dict, t: int, reasoning: str = "full") -> str | 
             f"{record['condition']} seed {record['seed']} step {t}: parsed action {parsed.get('action')!r} is not "
             f"the action taken ({step.get('action')!r})"
         )
-    return format_answer(parsed["action"], parsed.get("belief"), (parsed.get("reasoning") or "") if reasoning == "full" else "")
+    text = {"full": parsed.get("reasoning") or "", "update": update_text or ""}.get(reasoning, "")
+    return format_answer(parsed["action"], parsed.get("belief"), text, belief_decimals=belief_decimals)
 
 
 def build_sft_dataset(
@@ -167,6 +198,7 @@ def build_sft_dataset(
     seed: int = 0,
     prompt_format: str = "table",
     reasoning: str = "full",
+    belief_decimals: int = 2,
 ) -> datasets.DatasetDict:
     """Teacher trajectory records -> DatasetDict {"train", "validation"}, one example per valid step.
 
@@ -197,7 +229,7 @@ def build_sft_dataset(
     chosen.sort(key=lambda r: (r["condition"], int(r["seed"])))
     split_of = assign_splits([(r["condition"], int(r["seed"])) for r in chosen], validation_fraction, seed)
 
-    features = CHAT_FEATURES if prompt_format == "chat" else FEATURES
+    features = CHAT_FEATURES if prompt_format in CHAT_FORMATS else FEATURES
     columns = {split: {name: [] for name in features} for split in SPLITS}
     dropped_episodes = 0
     for condition in sorted({r["condition"] for r in chosen}):
@@ -206,19 +238,19 @@ def build_sft_dataset(
             for t, step in enumerate(r["steps"]):
                 if step.get("step", t) != t:
                     raise ValueError(f"{condition} seed {r['seed']}: steps[{t}] has step {step.get('step')!r}")
-        answers = [[_answer(r, step, t, reasoning) for t, step in enumerate(r["steps"])] for r in group]
-        keep = [[a is not None or prompt_format == "chat" for a in ans] for ans in answers]
+        answers = [_episode_answers(r, reasoning, belief_decimals) for r in group]
+        keep = [[a is not None or prompt_format in CHAT_FORMATS for a in ans] for ans in answers]
         states, observations = _replay_states(condition, group, keep)
         beliefs = true_belief(sample_factors(condition, [int(r["seed"]) for r in group]))
         for r, ans, st, history, belief in zip(group, answers, states, observations, beliefs):
             out = columns[split_of[(condition, int(r["seed"]))]]
             row = {"condition": condition, "seed": int(r["seed"]), "teacher": str(r["teacher"]["id"]),
                    "true_belief": [float(b) for b in belief]}
-            if prompt_format == "chat":
+            if prompt_format in CHAT_FORMATS:
                 if any(a is None for a in ans):
                     dropped_episodes += 1  # see the module docstring
                     continue
-                row.update(messages=render_conversation(history, ans[:-1], variant="full") +
+                row.update(messages=render_conversation(history, ans[:-1], variant="full", prompt_format=prompt_format) +
                            [{"role": "assistant", "content": ans[-1]}],
                            steps=list(range(STEPS_PER_EPISODE)), env_states=st)
                 for name, value in row.items():
@@ -246,6 +278,7 @@ def build_sft_dataset(
         "keep_seeds_filter": keep_seeds is not None,
         "prompt_format": prompt_format,
         "reasoning": reasoning,
+        "belief_decimals": belief_decimals,
         "episodes_dropped_for_fallback_steps": dropped_episodes,
     }
     info = datasets.DatasetInfo(description=json.dumps(build, sort_keys=True), features=features)
@@ -255,9 +288,11 @@ def build_sft_dataset(
 
 
 def dataset_format(dataset_dict) -> dict:
-    """{"prompt_format", "reasoning"} a dataset was built with ("table"/"full" for older datasets)."""
+    """{"prompt_format", "reasoning", "belief_decimals"} a dataset was built with ("table"/"full"/2 for
+    older datasets)."""
     build = _build_info(dataset_dict)
-    return {"prompt_format": build.get("prompt_format", "table"), "reasoning": build.get("reasoning", "full")}
+    return {"prompt_format": build.get("prompt_format", "table"), "reasoning": build.get("reasoning", "full"),
+            "belief_decimals": build.get("belief_decimals", 2)}
 
 
 def _build_info(dataset_dict) -> dict:
@@ -419,7 +454,7 @@ def _card(dataset_dict, provenance: dict, digest: str, episodes: dict[str, list[
     source = provenance.get("source_file", "unknown")
     source_hash = provenance.get("source_sha256", "unknown")
     eval_hits = _eval_hits(episodes)
-    chat = build.get("prompt_format") == "chat"
+    chat = build.get("prompt_format") in CHAT_FORMATS
     if chat:
         layout = ("One example per episode: the whole week as one conversation (system prompt; per step a user turn "
                   "with the newest observation row and the state now, then the teacher's canonical JSON answer), "

@@ -31,6 +31,14 @@ class SFTRunConfig:
     per_device_train_batch_size: int = 8
     gradient_accumulation_steps: int = 1
     max_length: int = 4096  # a chat-format week with full reasoning is ~3.7k tiny-tokenizer tokens
+    # A short-context phase first: `short_context_steps` steps on the first `short_context_length`
+    # tokens of every conversation (the first days of the week), then `max_steps` on whole weeks.
+    # Short sequences are ~4x cheaper per step, and a model trained from scratch forms the circuits
+    # that read numbers from its context (the anomalies, its own previous belief) there, in a few
+    # hundred steps; on whole weeks it did not within the same compute (benchmarks/README.md).
+    short_context_steps: int = 0
+    short_context_length: int = 512
+    short_context_learning_rate: float = 3e-3
     use_lora: bool | None = None  # None: LoRA for real models, full training for the tiny one
     lora_r: int = 16
     lora_alpha: int = 32
@@ -148,28 +156,42 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
         peft_config = LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
                                  target_modules=config.lora_target_modules, task_type="CAUSAL_LM")
     cuda = torch.cuda.is_available()
-    args = SFTConfig(
-        output_dir=str(out / "trainer"), max_steps=config.max_steps if config.max_steps > 0 else -1,
-        num_train_epochs=config.num_train_epochs, learning_rate=config.learning_rate,
-        per_device_train_batch_size=config.per_device_train_batch_size,
-        per_device_eval_batch_size=config.per_device_train_batch_size,
-        gradient_accumulation_steps=config.gradient_accumulation_steps, max_length=config.max_length,
-        assistant_only_loss=_has_generation_markers(tokenizer), logging_steps=config.logging_steps,
-        eval_strategy="no", save_strategy="no", report_to="none", use_cpu=not cuda,
-        bf16=cuda and torch.cuda.is_bf16_supported(), seed=config.seed, data_seed=config.seed,
-        lr_scheduler_type="cosine", warmup_steps=max(1, config.max_steps // 20) if config.max_steps > 0 else 0,
-        disable_tqdm=True,
-        # Recomputing activations saves memory real models need; the tiny model only pays its compute.
-        gradient_checkpointing=config.base_model != TINY,
-    )
-    trainer = SFTTrainer(model=model, args=args, train_dataset=train, eval_dataset=validation if len(validation) else None,
-                         processing_class=tokenizer, peft_config=peft_config,
-                         callbacks=[StreamLogs(on_log).callback])
+
+    def trainer_for(model, max_steps: int, max_length: int, learning_rate: float, peft_config, step_offset: int):
+        args = SFTConfig(
+            output_dir=str(out / "trainer"), max_steps=max_steps if max_steps > 0 else -1,
+            num_train_epochs=config.num_train_epochs, learning_rate=learning_rate,
+            per_device_train_batch_size=config.per_device_train_batch_size,
+            per_device_eval_batch_size=config.per_device_train_batch_size,
+            gradient_accumulation_steps=config.gradient_accumulation_steps, max_length=max_length,
+            assistant_only_loss=_has_generation_markers(tokenizer), logging_steps=config.logging_steps,
+            eval_strategy="no", save_strategy="no", report_to="none", use_cpu=not cuda,
+            bf16=cuda and torch.cuda.is_bf16_supported(), seed=config.seed, data_seed=config.seed,
+            lr_scheduler_type="cosine", warmup_steps=max(1, max_steps // 20) if max_steps > 0 else 0,
+            disable_tqdm=True,
+            # Recomputing activations saves memory real models need; the tiny model only pays its compute.
+            gradient_checkpointing=config.base_model != TINY,
+        )
+        log = on_log if not step_offset else (lambda e: on_log({**e, "step": e["step"] + step_offset}))
+        return SFTTrainer(model=model, args=args, train_dataset=train,
+                          eval_dataset=validation if len(validation) else None, processing_class=tokenizer,
+                          peft_config=peft_config, callbacks=[StreamLogs(log).callback])
+
+    log_history: list[dict] = []  # both phases, steps counted through
+    short_steps = 0
+    if config.short_context_steps > 0:
+        short = trainer_for(model, config.short_context_steps, config.short_context_length,
+                            config.short_context_learning_rate, peft_config, 0)
+        short.train()
+        short_steps = short.state.global_step
+        log_history += [{**e, "phase": "short_context"} for e in short.state.log_history]
+        model, peft_config = short.model, None  # the whole-week phase continues the same weights (or adapter)
+    trainer = trainer_for(model, config.max_steps, config.max_length, config.learning_rate, peft_config, short_steps)
     trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
     total = sum(p.numel() for p in trainer.model.parameters())
     trainer.train()
     evaluation = trainer.evaluate() if len(validation) else {}
-    on_log({"step": trainer.state.global_step, **evaluation})
+    on_log({"step": short_steps + trainer.state.global_step, **evaluation})
 
     model_dir = out / "model"
     trainer.save_model(str(model_dir))
@@ -182,11 +204,12 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
 
     trained, trained_tok = load_model_and_tokenizer(str(model_dir))
     valid_after = valid_answer_rate(trained, trained_tok, conversations, sampling) if conversations else None
-    history = [e for e in trainer.state.log_history if "loss" in e]
+    log_history += [{**e, "step": e["step"] + short_steps} for e in trainer.state.log_history]
+    history = [e for e in log_history if "loss" in e]
     losses = [e["loss"] for e in history]
     metrics = {
         "base_model": config.base_model, "prompt_variant": config.variant, "base_path": str(base_path), "device": device_name(),
-        "steps": trainer.state.global_step, "trainable_parameters": trainable, "total_parameters": total,
+        "steps": short_steps + trainer.state.global_step, "short_context_steps": short_steps, "trainable_parameters": trainable, "total_parameters": total,
         "first_train_loss": losses[0] if losses else None, "final_train_loss": losses[-1] if losses else None,
         "eval_loss": evaluation.get("eval_loss"), "eval_mean_token_accuracy": evaluation.get("eval_mean_token_accuracy"),
         "final_mean_token_accuracy": history[-1].get("mean_token_accuracy") if history else None,
@@ -200,7 +223,7 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
               "max_answer_tokens": max(answer_tokens), "metrics": metrics, "provenance": provenance or {},
               "model_dir": str(model_dir), "merged_dir": str(merged_dir) if merged_dir else None}
     (model_dir / "rhythm_checkpoint.json").write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
-    (out / "metrics.json").write_text(json.dumps({**metrics, "log_history": trainer.state.log_history}, indent=2,
+    (out / "metrics.json").write_text(json.dumps({**metrics, "log_history": log_history}, indent=2,
                                                  default=str) + "\n")
     (model_dir / "README.md").write_text(model_card("sft", config.base_model, provenance or {}, asdict(config), metrics))
     return {"path": str(out), "model_dir": str(model_dir), "merged_dir": str(merged_dir) if merged_dir else None,

@@ -12,6 +12,7 @@ whose pre-tokenizer no longer matches the trained one.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -46,6 +47,7 @@ class TinyModelConfig:
     num_attention_heads: int = 4
     num_key_value_heads: int = 2
     max_position_embeddings: int = 4096
+    numeric_embedding_dims: int = 0  # > 0: decimal-number tokens start with value features there (see below)
     seed: int = 0
 
 
@@ -90,9 +92,59 @@ def build_tiny_model(tokenizer, config: TinyModelConfig = TinyModelConfig()):
         pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=True,
     )
     model = LlamaForCausalLM(llama)
+    if config.numeric_embedding_dims:
+        init_numeric_embeddings(model, tokenizer, config.numeric_embedding_dims)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     return model
+
+
+_DECIMAL = re.compile(r"^\s?[+-]?\d*\.\d+$")
+
+
+def numeric_features(values, dims: int):
+    """(N, dims) value features of numbers in [-1, 1]: the value itself, then Gaussian bumps on an
+    even grid over [-1, 1] (width one grid step), so nearby values have nearby features."""
+    import numpy as np
+
+    x = np.clip(np.asarray(values, dtype=np.float64), -1.0, 1.0)[:, None]
+    centers = np.linspace(-1.0, 1.0, dims - 1)[None, :]
+    width = centers[0, 1] - centers[0, 0] if dims > 2 else 1.0
+    return np.concatenate([x, np.exp(-0.5 * ((x - centers) / width) ** 2)], axis=1)
+
+
+def init_numeric_embeddings(model, tokenizer, dims: int) -> int:
+    """Give every decimal-number token ("0.69", "+0.03") an embedding whose first `dims` entries are
+    its value features, and every other token zeros there; returns how many number tokens got them.
+
+    Why: a model trained from scratch sees ~250 number tokens as unrelated symbols and must learn
+    each one's magnitude from a noisy signal (an anomaly of +0.09 and +0.10 mean nearly the same),
+    which a few hundred steps never do. With value features, "near in value" starts as "near in
+    embedding" on the input and, through the tied output embedding, on the answer's belief numbers.
+    The rest of each embedding stays random, so tokens keep their identity. Init only: the model is
+    a plain Llama afterwards and every parameter trains.
+    """
+    import torch
+
+    if dims < 2:
+        raise ValueError(f"numeric_embedding_dims must be 0 or >= 2, got {dims}")
+    embedding = model.get_input_embeddings().weight
+    if dims > embedding.shape[1]:
+        raise ValueError(f"numeric_embedding_dims {dims} exceeds hidden_size {embedding.shape[1]}")
+    ids, values = [], []
+    for token, index in tokenizer.get_vocab().items():
+        text = tokenizer.convert_tokens_to_string([token])
+        if _DECIMAL.match(text):
+            ids.append(index)
+            values.append(float(text))
+    # Scaled to the random part's size per dimension, so neither drowns the other after RMSNorm.
+    scale = float(embedding.detach().std()) * 6.0
+    with torch.no_grad():
+        embedding[:, :dims] = 0.0
+        if ids:
+            feats = torch.tensor(numeric_features(values, dims), dtype=embedding.dtype)
+            embedding[torch.tensor(ids), :dims] = scale * feats
+    return len(ids)
 
 
 def corpus_from_dataset(dataset, limit: int = 2000) -> list[str]:

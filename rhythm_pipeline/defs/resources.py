@@ -34,7 +34,7 @@ class TeacherResource(dg.ConfigurableResource):
     max_tokens: int | None = _TEACHER.max_tokens  # None: 400, or 4000 for a reasoning model
     reasoning_effort: str | None = _TEACHER.reasoning_effort  # none | minimal | low | medium | high
     structured_output: str = _TEACHER.structured_output  # auto | on | off
-    prompt_format: str = _TEACHER.prompt_format  # table | chat: how each request renders the week
+    prompt_format: str = _TEACHER.prompt_format  # table | chat | chat_labeled: how each request renders the week
     price_input_per_m: float = _TEACHER.price_input_per_m
     price_cached_input_per_m: float | None = _TEACHER.price_cached_input_per_m  # None: the uncached rate
     price_output_per_m: float = _TEACHER.price_output_per_m

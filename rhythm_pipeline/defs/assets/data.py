@@ -106,9 +106,13 @@ class SftDatasetConfig(dg.Config):
     # beliefs); table: one example per step, the week re-rendered as a table. Recorded in the
     # dataset and the checkpoint, so GRPO and evaluation prompt the student the way it was trained.
     prompt_format: str = "chat"
+    # chat_labeled: chat with the meter's name before every number (a student trained from scratch
+    # can read the numbers; benchmarks/README.md).
     # none (default): belief and action only, 21 tiny-tokenizer tokens an answer instead of ~76, so a
-    # CPU budget trains on ~1.7x more weeks; full: the teacher's reasoning too.
+    # CPU budget trains on ~1.7x more weeks; full: the teacher's reasoning too; update: the belief's
+    # change this step, a target the student cannot copy from its own earlier answers.
     reasoning: str = "none"
+    belief_decimals: int = 2  # 1: coarser beliefs (costs the teacher 0.003 belief MAE)
     push_to_hub: bool = False
     hub_repo_name: str = "rhythm-sft"
 
@@ -131,7 +135,7 @@ def sft_dataset(context: dg.AssetExecutionContext, config: SftDatasetConfig, tea
     result = dataset_stage(teacher_trajectories, artifact_root(context), filter=config.filter,
                            filter_grader=config.filter_grader, validation_fraction=config.validation_fraction,
                            split_seed=config.split_seed, prompt_format=config.prompt_format,
-                           reasoning=config.reasoning)
+                           reasoning=config.reasoning, belief_decimals=config.belief_decimals)
     metadata = {
         "artifact_path": dg.MetadataValue.path(result["path"]),
         "examples_train": result["examples"]["train"],
@@ -141,6 +145,7 @@ def sft_dataset(context: dg.AssetExecutionContext, config: SftDatasetConfig, tea
         "filter": config.filter,
         "prompt_format": config.prompt_format,
         "reasoning": config.reasoning,
+        "belief_decimals": config.belief_decimals,
         "content_hash": result["content_hash"],
         "teacher": result["provenance"]["teacher"]["id"],
         "seeds": teacher_trajectories["seeds"],

@@ -1,0 +1,141 @@
+"""Does a checkpoint read its belief from the conversation? A teacher-forced probe.
+
+Free-running play mixes two failures: a student that never learned to infer the profile, and one
+that infers it but drifts on its own earlier answers. The probe separates them. It runs each
+validation episode of a chat-format SFT dataset through the model once, with the teacher's answers
+in the context (teacher forcing), and reads the model's greedy choice at every belief number of
+every answer. Per step it reports the belief MAE of those choices against the true profile, their
+distance to the teacher's own numbers, and two references on the same numbers: the teacher, and
+"copy the teacher's previous belief" (what a model that only repeats itself would score under
+teacher forcing). A model whose probe MAE sits at the constant prior's has learned no inference,
+whatever its answers look like.
+
+With the "update" reasoning (the belief's change, written before the belief) the belief numbers
+are the previous belief plus a change already in context, so the probe also reads the change
+itself: `update_vs_teacher` against `zero_update_vs_teacher` (always "+0.0"). That is the part that
+needs inference; the belief after it is copying and adding.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+
+from ..env.spec import BELIEF_DIMS
+
+_BELIEF_NUMBER = re.compile(r'"(' + "|".join(BELIEF_DIMS) + r')":\s*(-?\d+(?:\.\d+)?)')
+# The "update" reasoning inside an answer: "social +0.1 morning +0.0 work -0.1".
+_UPDATE_NUMBER = re.compile(r'(?<=[" ])(' + "|".join(BELIEF_DIMS) + r') ([+-]\d+\.\d+)')
+
+
+def _belief_numbers(text: str, tokenizer, logits, pattern=_BELIEF_NUMBER, clip: bool = True):
+    """(teacher values, model argmax values, readable), each (steps, 3), of the numbers `pattern` finds
+    in the assistant turns of one rendered conversation. A number that is not one token of its own (a
+    rare value the tokenizer splits) is not readable: its model value is NaN and it is left out."""
+    encoding = tokenizer(text, return_offsets_mapping=True, add_special_tokens=False)
+    token_at = {start: i for i, (start, _end) in enumerate(encoding["offset_mapping"])}
+    ends = [end for _start, end in encoding["offset_mapping"]]
+    teacher, model, readable = [], [], []
+    for match in pattern.finditer(text):
+        # a number token may carry the space before it (" +0.1")
+        index = token_at.get(match.start(2), token_at.get(match.start(2) - 1))
+        teacher.append(float(match.group(2)))
+        readable.append(index is not None and index > 0 and ends[index] == match.end(2))
+        if not readable[-1]:
+            model.append(np.nan)
+            continue
+        choice = tokenizer.decode([int(logits[index - 1].argmax())]).strip()
+        try:
+            value = float(choice)
+        except ValueError:
+            value = np.nan  # the model would not have written a number here
+        model.append(value)
+    if not teacher or len(teacher) % len(BELIEF_DIMS):
+        return None
+    shape = (-1, len(BELIEF_DIMS))
+    chosen = np.array(model)
+    return (np.array(teacher).reshape(shape), (np.clip(chosen, 0.0, 1.0) if clip else chosen).reshape(shape),
+            np.array(readable).reshape(shape))
+
+
+def belief_probe(model_dir, dataset_dir, *, episodes: int = 20, split: str = "validation") -> dict:
+    """Teacher-forced belief of `model_dir` on up to `episodes` conversations of a chat-format
+    `dataset_dir`. Returns per-step curves (lists over steps) and summary figures:
+    `probe_belief_mae` (last step, vs the truth), `teacher_belief_mae` (last step),
+    `probe_vs_teacher` and `copy_vs_teacher` (mean over steps after the first), `number_rate` (the
+    share of belief slots where the model's choice is a number at all; the MAEs are over those, and
+    None when there are none), `episodes`."""
+    import datasets
+    import torch
+
+    from ..data.sft_dataset import dataset_format
+    from ..protocol import CHAT_FORMATS
+    from ..training.models import checkpoint_info, load_model_and_tokenizer
+    from ..training.sft import with_system_prompt
+
+    data = datasets.load_from_disk(str(dataset_dir))
+    if dataset_format(data)["prompt_format"] not in CHAT_FORMATS:
+        raise ValueError(f"{dataset_dir}: the belief probe reads one conversation per episode; this dataset's "
+                         f"prompt_format is {dataset_format(data)['prompt_format']!r}, not one of {', '.join(CHAT_FORMATS)}")
+    rows = data[split]
+    rows = rows.select(range(min(episodes, len(rows))))
+    info = checkpoint_info(Path(model_dir))
+    rows = with_system_prompt(rows.select_columns(["messages", "true_belief"]), info.get("prompt_variant", "full"))
+    model, tokenizer = load_model_and_tokenizer(str(model_dir))
+    model.eval()
+    truth_err, probe_gap, copy_gap, teacher_err, numbers_seen = [], [], [], [], []
+    update_gap, zero_gap = [], []
+    assistant_text = re.compile(r"\{\"reasoning\":\"([^\"]*)\"")
+    for row in rows:
+        text = tokenizer.apply_chat_template(row["messages"], tokenize=False)
+        ids = tokenizer(text, add_special_tokens=False, return_tensors="pt")["input_ids"].to(model.device)
+        with torch.no_grad():
+            logits = model(ids).logits[0].float().cpu()
+        numbers = _belief_numbers(text, tokenizer, logits)
+        if numbers is None:
+            continue
+        teacher, probe, readable = numbers
+        if not readable.any():
+            continue
+        numbers_seen.append(~np.isnan(probe[readable]))
+        if any(_UPDATE_NUMBER.search(m.group(1)) for m in assistant_text.finditer(text)):
+            updates = _belief_numbers(text, tokenizer, logits, _UPDATE_NUMBER, clip=False)
+            if updates is not None:
+                update_gap.append(np.nanmean(np.abs(updates[1] - updates[0])))
+                zero_gap.append(np.mean(np.abs(updates[0])))
+        truth = np.asarray(row["true_belief"])
+        previous = np.vstack([teacher[:1], teacher[:-1]])
+        teacher_err.append(np.abs(teacher - truth).mean(axis=1))
+        truth_err.append(np.abs(probe - truth).mean(axis=1))
+        probe_gap.append(np.abs(probe - teacher).mean(axis=1))
+        copy_gap.append(np.abs(previous - teacher).mean(axis=1))
+    if not truth_err:
+        raise ValueError(f"{dataset_dir}: no episode with readable belief numbers to probe")
+    steps = min(len(x) for x in truth_err)
+
+    def figure(value) -> float | None:
+        return None if value is None or not np.isfinite(value) else round(float(value), 4)
+
+    def curve(values) -> list[float | None]:
+        stacked = np.stack([v[:steps] for v in values])
+        with np.errstate(all="ignore"):
+            means = [np.nanmean(column) if np.isfinite(column).any() else np.nan for column in stacked.T]
+        return [figure(v) for v in means]
+
+    def mean_after_first(values) -> float | None:
+        finite = [v for v in values[1:] if v is not None]
+        return figure(np.mean(finite)) if finite else None
+
+    curves = {"probe_belief_mae": curve(truth_err), "teacher_belief_mae": curve(teacher_err),
+              "probe_vs_teacher": curve(probe_gap), "copy_vs_teacher": curve(copy_gap)}
+    return {
+        "episodes": len(truth_err), "steps": steps, "curves": curves,
+        "probe_belief_mae": curves["probe_belief_mae"][-1], "teacher_belief_mae": curves["teacher_belief_mae"][-1],
+        "probe_vs_teacher": mean_after_first(curves["probe_vs_teacher"]),
+        "copy_vs_teacher": mean_after_first(curves["copy_vs_teacher"]),
+        "number_rate": figure(np.mean(np.concatenate([s.ravel() for s in numbers_seen]))),
+        "update_vs_teacher": figure(np.mean(update_gap)) if update_gap else None,
+        "zero_update_vs_teacher": figure(np.mean(zero_gap)) if zero_gap else None,
+    }
