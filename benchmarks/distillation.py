@@ -72,6 +72,15 @@ def report(summary: dict, wall: float) -> str:
             cells = [pr.get(k) for k in ("probe_belief_mae", "teacher_belief_mae", "probe_vs_teacher", "copy_vs_teacher",
                                          "number_rate")]
             lines.append(f"| {name} | " + " | ".join("–" if c is None else f"{c:.3f}" for c in cells) + " |")
+    if summary["sft"].get("dagger_rounds"):
+        lines += ["", "DAgger rounds (the student before each round's training, on the training weeks it played; "
+                  "labels by the Bayesian teacher):", "",
+                  "| round | weeks | action = teacher's | belief MAE vs teacher | invalid | rollout s | train steps |",
+                  "|---|---|---|---|---|---|---|"]
+        for r in summary["sft"]["dagger_rounds"]:
+            gap = "–" if r["belief_mae_vs_teacher"] is None else f"{r['belief_mae_vs_teacher']:.3f}"
+            lines.append(f"| {r['round']} | {r['episodes']} | {r['action_agreement']:.1%} | {gap} | "
+                         f"{r['invalid_rate']:.1%} | {r['rollout_s']} | {r['train_steps']} |")
     lines += ["", "| stage | wall s |", "|---|---|"]
     lines += [f"| {stage} | {seconds} |" for stage, seconds in summary["timings_s"].items()]
     lines.append(f"| whole run | {wall:.0f} |")

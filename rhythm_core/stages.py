@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .artifacts import publish_dir, rebase_paths, sha256_file, staging, write_result
 from .data.reeval_report import reeval_records, teacher_beats_heuristic, write_report
-from .env.conditions import TRAINING_SEEDS, parse_seeds
+from .env.conditions import check_training_seeds, parse_seeds
 from .env.spec import ENV_VERSION
 from .graders import get_grader
 from .teacher.run import TeacherSettings, run_teacher
@@ -27,17 +27,6 @@ class StageIncomplete(RuntimeError):
     def __init__(self, message: str, details: dict):
         super().__init__(message)
         self.details = details
-
-
-def check_training_seeds(condition: str, seeds: list[int]) -> None:
-    allowed = TRAINING_SEEDS.get(condition)
-    if allowed is None:
-        raise ValueError(f"condition {condition!r} is evaluation-only; teacher training data comes from: "
-                         + ", ".join(f"{c} {r.start}-{r.stop - 1}" for c, r in TRAINING_SEEDS.items()))
-    outside = [s for s in seeds if s not in allowed]
-    if outside:
-        raise ValueError(f"seed {outside[0]} is not a training seed ({len(outside)} such); {condition} training "
-                         f"seeds are {allowed.start}-{allowed.stop - 1} (the rest are reserved for evaluation)")
 
 
 def usage_totals(records: list[dict]) -> dict:

@@ -103,8 +103,11 @@ def test_lora_path_trains_an_adapter_and_reloads_merged(short_dataset, tmp_path)
     from rhythm_core.training.models import load_model_and_tokenizer
     from rhythm_core.training.sft import SFTRunConfig, run_sft
 
-    result = run_sft(SFTRunConfig(max_steps=4, use_lora=True, merge_lora=True, learning_rate=1e-3, eval_examples=8),
+    result = run_sft(SFTRunConfig(max_steps=4, use_lora=True, merge_lora=True, learning_rate=1e-3, eval_examples=8,
+                                  dagger_rounds=1, dagger_episodes=1, dagger_steps=1),
                      short_dataset / "sft", tmp_path / "lora")
+    # a DAgger round (table format: one example per labeled step) continues the same adapter
+    assert (result["steps"], result["dagger_examples"]) == (5, STEPS_PER_EPISODE)
     model_dir = Path(result["model_dir"])
     assert (model_dir / "adapter_config.json").exists() and not (model_dir / "model.safetensors").exists()
     assert 0 < result["trainable_parameters"] < result["total_parameters"]
@@ -134,14 +137,24 @@ def test_chat_format_trains_plays_its_own_conversation_and_feeds_grpo(tmp_path):
                      tmp_path / "sft", {"note": "chat"})
     logs = []
     result = run_sft(SFTRunConfig(max_steps=4, per_device_train_batch_size=2, eval_examples=2, logging_steps=1,
-                                  short_context_steps=3, short_context_length=256),
+                                  short_context_steps=3, short_context_length=256, dagger_rounds=1,
+                                  dagger_episodes=2, dagger_steps=2, dagger_context="student",
+                                  dagger_labels_per_week=3),
                      tmp_path / "sft", tmp_path / "sft_out", on_log=logs.append)
-    # three steps on each week's first 256 tokens, then four on whole weeks, logged as one run
-    assert (result["steps"], result["short_context_steps"]) == (7, 3)
-    assert [e["step"] for e in logs if "loss" in e] == [1, 2, 3, 4, 5, 6, 7]
+    # three steps on each week's first 256 tokens, four on whole weeks, two after a DAgger round: one run
+    assert (result["steps"], result["short_context_steps"]) == (9, 3)
+    assert [e["step"] for e in logs if "loss" in e] == [1, 2, 3, 4, 5, 6, 7, 8, 9]
     phases = [e.get("phase") for e in json.loads(open(result["path"] + "/metrics.json").read())["log_history"]
               if "loss" in e]
-    assert phases == ["short_context"] * 3 + [None] * 4
+    assert phases == ["short_context"] * 3 + [None] * 4 + ["dagger_1"] * 2
+    # the round played two of the dataset's training weeks; the teacher's labels, in conversations of the
+    # student's own answers, joined the training data
+    (dagger,) = result["dagger_rounds"]
+    assert (dagger["episodes"], dagger["labeled_steps"], result["dagger_examples"]) == (2, 2 * STEPS_PER_EPISODE, 2)
+    train_seeds = set(datasets.load_from_disk(str(tmp_path / "sft"))["train"]["seed"])
+    played = read_trajectories(dagger["records"]).records
+    assert {r["seed"] for r in played} <= train_seeds and all(r["purpose"] == "dagger" for r in played)
+    assert any(e.get("dagger_round") == 1 for e in logs)
     info = json.loads(open(result["model_dir"] + "/rhythm_checkpoint.json").read())
     assert (info["prompt_format"], info["reasoning"]) == ("chat", "none") and result["prompt_format"] == "chat"
 

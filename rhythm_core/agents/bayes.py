@@ -109,6 +109,11 @@ class BayesAgent(Agent):
         self._prev_action = actions
         return Decision(actions=actions, beliefs=belief, reasoning=reasoning)
 
+    def observe_actions(self, actions: np.ndarray) -> None:
+        """The actions really taken after the last `act` when someone else acted (DAgger: the
+        student plays, the teacher labels): the next update explains the anomalies by these."""
+        self._prev_action = np.asarray(actions, dtype=np.int64).copy()
+
 
 def _describe_update(acts, anomaly, usable, gain, innovation, old_mu, new_mu) -> list[str]:
     """Name the factor this step's evidence moved most and the meter whose surprise moved it."""

@@ -31,6 +31,10 @@ in the checkpoint, so evaluation and GRPO prompt the student the way it was trai
   at its prompt. Episodes with a fallback step are left out (the conversation would have to show an
   answer the teacher did not give).
 
+DAgger records (`purpose: "dagger"`, teacher/dagger.py) are states a student reached, each step
+labeled with the teacher's answer there: every step gives an example (the label, even where the
+student's own answer was unusable), and the prompts show what the student really did.
+
 `reasoning` chooses what the answer carries: "full" (the teacher's reasoning), "none" (an empty
 reasoning string: belief and action only, a third of the tokens) or "update" (the belief's change
 since the previous step, "social +0.1 morning +0.0 work -0.1", in the answer's own rounding, so the
@@ -65,7 +69,15 @@ from ..artifacts import atomic_write_text, publish_dir, staging
 from ..env.conditions import EVAL_SEEDS
 from ..env.profiles import sample_factors
 from ..env.spec import BELIEF_DIMS, ENV_VERSION, STEPS_PER_EPISODE, true_belief
-from ..protocol import CHAT_FORMATS, PROMPT_FORMATS, SYSTEM_PROMPT, format_answer, render_conversation
+from ..protocol import (
+    CHAT_FORMATS,
+    PROMPT_FORMATS,
+    SYSTEM_PROMPT,
+    format_answer,
+    parse_answer,
+    render_conversation,
+)
+from ..teacher.dagger import DAGGER_PURPOSE
 from ..teacher.trajectories import replay, validate_record
 
 SPLITS = ("train", "validation")
@@ -162,13 +174,18 @@ def belief_update_text(belief: dict, previous: dict | None, decimals: int) -> st
                     for d in BELIEF_DIMS)
 
 
+def _is_labeled(record: dict) -> bool:
+    """A DAgger record: every step carries the teacher's label, whatever the student executed."""
+    return record.get("purpose") == DAGGER_PURPOSE
+
+
 def _episode_answers(record: dict, reasoning: str, belief_decimals: int) -> list[str | None]:
     answers, previous = [], None
     for t, step in enumerate(record["steps"]):
         text = None
         if reasoning == "update":
             belief = (step.get("parsed") or {}).get("belief")
-            if belief is not None and not step.get("invalid"):
+            if belief is not None and (_is_labeled(record) or not step.get("invalid")):
                 text = belief_update_text(belief, previous, belief_decimals)
                 previous = belief
         answers.append(_answer(record, step, t, reasoning, belief_decimals, text))
@@ -179,9 +196,13 @@ def _answer(record: dict, step: dict, t: int, reasoning: str = "full", belief_de
             update_text: str | None = None) -> str | None:
     """The canonical teacher answer of a step, or None for a fallback (invalid) step."""
     parsed = step.get("parsed") or {}
-    if step.get("invalid") or not parsed.get("valid"):
+    if _is_labeled(record):  # the teacher's label for the state the student reached (teacher/dagger.py)
+        if not parsed.get("valid"):
+            raise ValueError(f"{record['condition']} seed {record['seed']} step {t}: a DAgger record's label "
+                             "must be a valid answer")
+    elif step.get("invalid") or not parsed.get("valid"):
         return None
-    if parsed.get("action") != step.get("action") or step.get("action") != record["actions"][t]:
+    elif parsed.get("action") != step.get("action") or step.get("action") != record["actions"][t]:
         raise ValueError(
             f"{record['condition']} seed {record['seed']} step {t}: parsed action {parsed.get('action')!r} is not "
             f"the action taken ({step.get('action')!r})"
@@ -285,6 +306,61 @@ def build_sft_dataset(
     return datasets.DatasetDict(
         {split: datasets.Dataset.from_dict(columns[split], features=features, info=info.copy()) for split in SPLITS}
     )
+
+
+def build_student_context_conversations(records: list[dict], *, prompt_format: str, reasoning: str = "none",
+                                        belief_decimals: int = 2, labels_per_week: int = 7,
+                                        seed: int = 0) -> datasets.Dataset:
+    """DAgger records -> conversations whose context is the student's own play: one row per week,
+    the assistant turns the student's answers as it generated them (`train: False`, no loss) except
+    at `labels_per_week` seeded steps, which hold the teacher's label (`train: True`). The row ends at
+    its last label.
+
+    Why: in teacher data every earlier answer in the conversation is the teacher's, so a student can
+    predict the next belief by copying the last one; in its own play the earlier beliefs are its own.
+    Here the target is the teacher's belief while the context holds the student's, so copying is
+    wrong wherever the student was wrong. With `reasoning: update` a label's change is measured from
+    the last belief the context states (the student's own), so it is the correction to make.
+    Only the chat formats show earlier answers; a chat template needs the `train` flag honoured
+    (the tiny model's does; training/sft.py checks).
+    """
+    if prompt_format not in CHAT_FORMATS:
+        raise ValueError(f"student-context conversations need a chat prompt format ({', '.join(CHAT_FORMATS)}), "
+                         f"got {prompt_format!r}")
+    if not 1 <= labels_per_week <= STEPS_PER_EPISODE:
+        raise ValueError(f"labels_per_week must be in 1..{STEPS_PER_EPISODE}, got {labels_per_week}")
+    for n, record in enumerate(records):
+        validate_record(record, "<records>", n + 1)
+        if not _is_labeled(record):
+            raise ValueError(f"{record['condition']} seed {record['seed']}: not a DAgger record (purpose 'dagger')")
+    rows = []
+    for condition in sorted({r["condition"] for r in records}):
+        group = sorted((r for r in records if r["condition"] == condition), key=lambda r: int(r["seed"]))
+        every = [[True] * STEPS_PER_EPISODE for _ in group]
+        _, observations = _replay_states(condition, group, every)
+        for r, history in zip(group, observations):
+            rng = np.random.default_rng([seed, int(r["seed"])])
+            labeled = set(rng.choice(STEPS_PER_EPISODE, size=labels_per_week, replace=False).tolist())
+            answers, flags, stated = [], [], None
+            for t, step in enumerate(r["steps"][: max(labeled) + 1]):
+                if t in labeled:
+                    label = step["parsed"]
+                    text = belief_update_text(label["belief"], stated, belief_decimals) if reasoning == "update" else \
+                        (label.get("reasoning") or "" if reasoning == "full" else "")
+                    answers.append(format_answer(label["action"], label["belief"], text, belief_decimals=belief_decimals))
+                    stated = label["belief"]
+                else:
+                    answers.append(step.get("student_answer") or "")
+                    own = parse_answer(answers[-1])
+                    stated = own.belief if own.valid and own.belief is not None else stated
+                flags.append(t in labeled)
+            messages = render_conversation(history[: len(answers)], answers[:-1], variant="full",
+                                           prompt_format=prompt_format) + [{"role": "assistant", "content": answers[-1]}]
+            turn = iter(flags)
+            rows.append([{**m, "train": next(turn) if m["role"] == "assistant" else True} for m in messages])
+    features = datasets.Features({"messages": [{"role": datasets.Value("string"), "content": datasets.Value("string"),
+                                                "train": datasets.Value("bool")}]})
+    return datasets.Dataset.from_dict({"messages": rows}, features=features)
 
 
 def dataset_format(dataset_dict) -> dict:

@@ -31,6 +31,18 @@ EVAL_SEEDS: dict[str, range] = {
 TRAINING_SEEDS: dict[str, range] = {"continuous": range(1_000, 10_000)}
 
 
+def check_training_seeds(condition: str, seeds) -> None:
+    """Every seed must be a training seed of `condition` (never an evaluation seed)."""
+    allowed = TRAINING_SEEDS.get(condition)
+    if allowed is None:
+        raise ValueError(f"condition {condition!r} is evaluation-only; teacher training data comes from: "
+                         + ", ".join(f"{c} {r.start}-{r.stop - 1}" for c, r in TRAINING_SEEDS.items()))
+    outside = [s for s in seeds if s not in allowed]
+    if outside:
+        raise ValueError(f"seed {outside[0]} is not a training seed ({len(outside)} such); {condition} training "
+                         f"seeds are {allowed.start}-{allowed.stop - 1} (the rest are reserved for evaluation)")
+
+
 def get_condition(name: str) -> Condition:
     try:
         return CONDITIONS[name]

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from ..data.sft_dataset import dataset_format
 from ..protocol import system_prompt
 from .generation import SamplingConfig, valid_answer_rate
@@ -39,6 +41,19 @@ class SFTRunConfig:
     short_context_steps: int = 0
     short_context_length: int = 512
     short_context_learning_rate: float = 3e-3
+    # DAgger after the main phase (teacher/dagger.py): each round plays the student on
+    # `dagger_episodes` of the dataset's own training weeks, the Bayesian teacher labels every state
+    # it reached, and `dagger_steps` more steps train on the teacher data plus all labels so far.
+    dagger_rounds: int = 0
+    dagger_episodes: int = 64
+    dagger_steps: int = 60
+    dagger_learning_rate: float = 1e-3
+    # "teacher": each labeled week is a conversation of the teacher's labels (the states are the
+    # student's). "student": the student's own answers stay in the context (no loss) and
+    # `dagger_labels_per_week` seeded turns hold the teacher's label, so copying the previous belief
+    # is wrong wherever the student was (data/sft_dataset.build_student_context_conversations).
+    dagger_context: str = "teacher"
+    dagger_labels_per_week: int = 7
     use_lora: bool | None = None  # None: LoRA for real models, full training for the tiny one
     lora_r: int = 16
     lora_alpha: int = 32
@@ -67,7 +82,7 @@ def with_system_prompt(ds, variant: str):
     def swap(row):
         messages = row["messages"]
         if messages and messages[0]["role"] == "system":
-            messages = [{"role": "system", "content": text}, *messages[1:]]
+            messages = [{**messages[0], "content": text}, *messages[1:]]
         return {"messages": messages}
 
     return ds.map(swap)
@@ -100,9 +115,9 @@ def _to_prompt_completion(ds):
         out = {"prompt": [], "completion": []}
         for messages in batch["messages"]:
             for k, message in enumerate(messages):
-                if message["role"] == "assistant":
-                    out["prompt"].append(messages[:k])
-                    out["completion"].append([message])
+                if message["role"] == "assistant" and message.get("train") is not False:  # not the student's own
+                    out["prompt"].append([{"role": m["role"], "content": m["content"]} for m in messages[:k]])
+                    out["completion"].append([{"role": "assistant", "content": message["content"]}])
         return out
 
     return ds.map(split, batched=True, remove_columns=ds.column_names)
@@ -125,6 +140,7 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
     out.mkdir(parents=True, exist_ok=True)
     data = datasets.load_from_disk(str(dataset_dir))
     data_format = dataset_format(data)  # the checkpoint records it: GRPO and evaluation prompt the same way
+    train_weeks = sorted(set(zip(data["train"]["condition"], data["train"]["seed"], data["train"]["teacher"])))
     data = datasets.DatasetDict({name: with_system_prompt(split.select_columns(["messages"]), config.variant)
                                  for name, split in data.items()})
     train, validation = data["train"], data["validation"]
@@ -157,7 +173,8 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
                                  target_modules=config.lora_target_modules, task_type="CAUSAL_LM")
     cuda = torch.cuda.is_available()
 
-    def trainer_for(model, max_steps: int, max_length: int, learning_rate: float, peft_config, step_offset: int):
+    def trainer_for(model, max_steps: int, max_length: int, learning_rate: float, peft_config, step_offset: int,
+                    train_dataset=None):
         args = SFTConfig(
             output_dir=str(out / "trainer"), max_steps=max_steps if max_steps > 0 else -1,
             num_train_epochs=config.num_train_epochs, learning_rate=learning_rate,
@@ -173,7 +190,7 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
             gradient_checkpointing=config.base_model != TINY,
         )
         log = on_log if not step_offset else (lambda e: on_log({**e, "step": e["step"] + step_offset}))
-        return SFTTrainer(model=model, args=args, train_dataset=train,
+        return SFTTrainer(model=model, args=args, train_dataset=train if train_dataset is None else train_dataset,
                           eval_dataset=validation if len(validation) else None, processing_class=tokenizer,
                           peft_config=peft_config, callbacks=[StreamLogs(log).callback])
 
@@ -190,8 +207,32 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
     trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
     total = sum(p.numel() for p in trainer.model.parameters())
     trainer.train()
+    log_history += [{**e, "step": e["step"] + short_steps} for e in trainer.state.log_history]
+    steps_done = short_steps + trainer.state.global_step
+    dagger_rounds, dagger_examples, aggregate = [], 0, train
+    if config.dagger_rounds and config.dagger_context == "student":
+        if _has_generation_markers(tokenizer) and "'train'" not in tokenizer.chat_template:
+            raise ValueError("dagger_context 'student' needs a chat template that leaves assistant messages with "
+                             "train: False out of the loss (the tiny model's does); this one would train on them")
+        if _has_generation_markers(tokenizer):  # the teacher's turns all carry the loss, as before
+            aggregate = train.map(lambda row: {"messages": [{**m, "train": True} for m in row["messages"]]})
+    for round_no in range(1, config.dagger_rounds + 1):
+        labeled, summary = _dagger_round(trainer.model, tokenizer, train_weeks, config, data_format, round_no,
+                                         int(1.5 * max(answer_tokens)), out / "dagger" / f"round-{round_no}.jsonl")
+        if not _has_generation_markers(tokenizer):
+            labeled = _to_prompt_completion(labeled)
+        aggregate = datasets.concatenate_datasets([aggregate, labeled])
+        dagger_examples += len(labeled)
+        on_log({"step": steps_done, **{f"dagger_{k}": v for k, v in summary.items() if v is not None}})
+        trainer = trainer_for(trainer.model, config.dagger_steps, config.max_length, config.dagger_learning_rate,
+                              None, steps_done, aggregate)
+        trainer.train()
+        log_history += [{**e, "step": e["step"] + steps_done, "phase": f"dagger_{round_no}"}
+                        for e in trainer.state.log_history]
+        steps_done += trainer.state.global_step
+        dagger_rounds.append({**summary, "train_steps": trainer.state.global_step, "aggregate_examples": len(aggregate)})
     evaluation = trainer.evaluate() if len(validation) else {}
-    on_log({"step": short_steps + trainer.state.global_step, **evaluation})
+    on_log({"step": steps_done, **evaluation})
 
     model_dir = out / "model"
     trainer.save_model(str(model_dir))
@@ -204,18 +245,17 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
 
     trained, trained_tok = load_model_and_tokenizer(str(model_dir))
     valid_after = valid_answer_rate(trained, trained_tok, conversations, sampling) if conversations else None
-    log_history += [{**e, "step": e["step"] + short_steps} for e in trainer.state.log_history]
     history = [e for e in log_history if "loss" in e]
     losses = [e["loss"] for e in history]
     metrics = {
         "base_model": config.base_model, "prompt_variant": config.variant, "base_path": str(base_path), "device": device_name(),
-        "steps": short_steps + trainer.state.global_step, "short_context_steps": short_steps, "trainable_parameters": trainable, "total_parameters": total,
+        "steps": steps_done, "short_context_steps": short_steps, "dagger_rounds": dagger_rounds, "trainable_parameters": trainable, "total_parameters": total,
         "first_train_loss": losses[0] if losses else None, "final_train_loss": losses[-1] if losses else None,
         "eval_loss": evaluation.get("eval_loss"), "eval_mean_token_accuracy": evaluation.get("eval_mean_token_accuracy"),
         "final_mean_token_accuracy": history[-1].get("mean_token_accuracy") if history else None,
         "valid_answer_rate_before": valid_before, "valid_answer_rate_after": valid_after,
         "prompt_format": data_format["prompt_format"], "reasoning": data_format["reasoning"],
-        "train_examples": len(train), "wall_s": round(time.perf_counter() - start, 2),
+        "train_examples": len(train), "dagger_examples": dagger_examples, "wall_s": round(time.perf_counter() - start, 2),
     }
     plot_curves({"train loss": [(e["step"], e["loss"]) for e in history]}, out / "training_loss.png",
                 title=f"SFT of {config.base_model}", ylabel="loss")
@@ -228,6 +268,55 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
     (model_dir / "README.md").write_text(model_card("sft", config.base_model, provenance or {}, asdict(config), metrics))
     return {"path": str(out), "model_dir": str(model_dir), "merged_dir": str(merged_dir) if merged_dir else None,
             "loss_plot": str(out / "training_loss.png"), **metrics}
+
+
+def _dagger_round(model, tokenizer, train_weeks, config: SFTRunConfig, data_format: dict, round_no: int,
+                  max_new_tokens: int, records_path: Path):
+    """One DAgger round: play the model being trained on a seeded sample of the dataset's training
+    weeks, have the Bayesian teacher label every state, keep the records in `records_path`, and
+    return the labels as training conversations (the dataset's format) with the round's figures."""
+    import datasets
+
+    from ..data.sft_dataset import build_sft_dataset, build_student_context_conversations
+    from ..teacher.dagger import label_agreement, label_student_rollouts
+    from ..teacher.trajectories import TrajectoryWriter
+    from .policy import LLMPolicyAgent
+
+    teachers = sorted({teacher for _, _, teacher in train_weeks})
+    if teachers != ["bayes"]:
+        raise ValueError(f"DAgger labels with the offline Bayesian teacher, but this dataset's teacher is "
+                         f"{', '.join(teachers)}; mixing teachers is not supported (set dagger_rounds: 0)")
+    start = time.perf_counter()
+    rng = np.random.default_rng([config.seed, round_no])
+    pick = rng.choice(len(train_weeks), size=min(config.dagger_episodes, len(train_weeks)), replace=False)
+    chosen = [train_weeks[i] for i in sorted(pick)]
+    student = LLMPolicyAgent(model, tokenizer, sampling=SamplingConfig(max_new_tokens=max_new_tokens),
+                             variant=config.variant, prompt_format=data_format["prompt_format"],
+                             name=f"dagger_round_{round_no}")
+    if config.dagger_context not in ("teacher", "student"):
+        raise ValueError(f"dagger_context must be 'teacher' or 'student', got {config.dagger_context!r}")
+    records = []
+    for condition in sorted({c for c, _, _ in chosen}):
+        records += label_student_rollouts(student, condition, [s for c, s, _ in chosen if c == condition],
+                                          student_id=student.name)
+    records_path.parent.mkdir(parents=True, exist_ok=True)
+    records_path.unlink(missing_ok=True)
+    with TrajectoryWriter(records_path) as writer:
+        for record in records:
+            writer.write(record)
+    if config.dagger_context == "student":
+        labeled = build_student_context_conversations(
+            records, prompt_format=data_format["prompt_format"], reasoning=data_format["reasoning"],
+            belief_decimals=data_format["belief_decimals"], labels_per_week=config.dagger_labels_per_week,
+            seed=config.seed * 1000 + round_no)
+    else:
+        built = build_sft_dataset(records, prompt_format=data_format["prompt_format"], reasoning=data_format["reasoning"],
+                                  belief_decimals=data_format["belief_decimals"], seed=config.seed)
+        labeled = datasets.concatenate_datasets([built["train"], built["validation"]])  # all training weeks
+    labeled = with_system_prompt(labeled.select_columns(["messages"]), config.variant)
+    summary = {"round": round_no, "episodes": len(records), **label_agreement(records),
+               "rollout_s": round(time.perf_counter() - start, 2), "records": str(records_path)}
+    return labeled, summary
 
 
 def model_card(stage: str, base_model: str, provenance: dict, config: dict, metrics: dict) -> str:

@@ -4,7 +4,9 @@ text and a small random-init Llama, so the whole lineage runs on a laptop CPU wi
 The tokenizer splits text into whitespace-led numbers ("␣+0.03", "0.69"), words ("␣DEEP_WORK",
 "social") and punctuation runs ('":{"') before BPE, so every number the model reads or writes is one
 token of its own, never fused with the JSON around it, and frequent words are single tokens. The chat template
-is ChatML with `{% generation %}` around the assistant turn, which TRL's assistant-only loss needs.
+is ChatML with `{% generation %}` around the assistant turn, which TRL's assistant-only loss needs;
+an assistant message with `train: False` (context a student wrote itself, DAgger) renders the same
+text outside the markers, so it carries no loss.
 LlamaConfig, not Qwen2Config: AutoTokenizer on a Qwen2 directory silently swaps in Qwen2Tokenizer,
 whose pre-tokenizer no longer matches the trained one.
 """
@@ -23,7 +25,7 @@ BOS, EOS, PAD, IM_START = "<|endoftext|>", "<|im_end|>", "<|pad|>", "<|im_start|
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|pad|>"]
 CHAT_TEMPLATE = (
     "{% for message in messages %}"
-    "{% if message['role'] == 'assistant' %}"
+    "{% if message['role'] == 'assistant' and message.get('train') is not false %}"
     "{{ '<|im_start|>assistant\\n' }}{% generation %}{{ message['content'] + '<|im_end|>' }}{% endgeneration %}{{ '\\n' }}"
     "{% else %}"
     "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
