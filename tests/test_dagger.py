@@ -78,13 +78,24 @@ def test_every_step_of_a_failing_student_is_still_a_training_example():
         assert all(users[t].startswith(record["actions"][t - 1] + " anomaly") for t in range(1, STEPS_PER_EPISODE))
 
 
-def test_dagger_refuses_a_dataset_from_another_teacher(tmp_path):
-    from rhythm_core.training.sft import SFTRunConfig, _dagger_round
+def test_dagger_settings_that_cannot_work_are_refused_before_training():
+    from rhythm_core.training.sft import SFTRunConfig, _check_dagger
+    from rhythm_core.training.tiny import CHAT_TEMPLATE
 
+    chat = {"prompt_format": "chat", "reasoning": "none", "belief_decimals": 2}
+    bayes_weeks = [("continuous", 1200, "bayes")]
+    tiny = train_tokenizer(["a b c"])
+    _check_dagger(SFTRunConfig(dagger_rounds=1, dagger_context="student"), bayes_weeks, chat, tiny)  # a good setup
     with pytest.raises(ValueError, match="dataset's teacher is openai:gpt-5.4"):
-        _dagger_round(None, None, [("continuous", 1200, "openai:gpt-5.4")], SFTRunConfig(dagger_rounds=1),
-                      {"prompt_format": "chat", "reasoning": "none", "belief_decimals": 2}, 1, 40,
-                      tmp_path / "round-1.jsonl")
+        _check_dagger(SFTRunConfig(dagger_rounds=1), [("continuous", 1200, "openai:gpt-5.4")], chat, tiny)
+    with pytest.raises(ValueError, match="dagger_context must be"):
+        _check_dagger(SFTRunConfig(dagger_rounds=1, dagger_context="teachr"), bayes_weeks, chat, tiny)
+    with pytest.raises(ValueError, match="needs a chat prompt format"):
+        _check_dagger(SFTRunConfig(dagger_rounds=1, dagger_context="student"), bayes_weeks,
+                      {**chat, "prompt_format": "table"}, tiny)
+    tiny.chat_template = CHAT_TEMPLATE.replace(" and message.get('train') is not false", "")
+    with pytest.raises(ValueError, match="would train on them"):
+        _check_dagger(SFTRunConfig(dagger_rounds=1, dagger_context="student"), bayes_weeks, chat, tiny)
 
 
 class _ConstantStudent(HeuristicConstBeliefAgent):

@@ -207,6 +207,11 @@ def _answer(record: dict, step: dict, t: int, reasoning: str = "full", belief_de
             f"{record['condition']} seed {record['seed']} step {t}: parsed action {parsed.get('action')!r} is not "
             f"the action taken ({step.get('action')!r})"
         )
+    return _canonical_answer(parsed, reasoning, belief_decimals, update_text)
+
+
+def _canonical_answer(parsed: dict, reasoning: str, belief_decimals: int, update_text: str | None) -> str:
+    """A parsed teacher answer in the dataset's canonical form, carrying what `reasoning` asks for."""
     text = {"full": parsed.get("reasoning") or "", "update": update_text or ""}.get(reasoning, "")
     return format_answer(parsed["action"], parsed.get("belief"), text, belief_decimals=belief_decimals)
 
@@ -345,9 +350,8 @@ def build_student_context_conversations(records: list[dict], *, prompt_format: s
             for t, step in enumerate(r["steps"][: max(labeled) + 1]):
                 if t in labeled:
                     label = step["parsed"]
-                    text = belief_update_text(label["belief"], stated, belief_decimals) if reasoning == "update" else \
-                        (label.get("reasoning") or "" if reasoning == "full" else "")
-                    answers.append(format_answer(label["action"], label["belief"], text, belief_decimals=belief_decimals))
+                    update = belief_update_text(label["belief"], stated, belief_decimals)
+                    answers.append(_canonical_answer(label, reasoning, belief_decimals, update))
                     stated = label["belief"]
                 else:
                     answers.append(step.get("student_answer") or "")

@@ -29,9 +29,9 @@ from ..agents import BayesAgent
 from ..agents.base import Agent
 from ..env import VectorRhythmEnv
 from ..env.conditions import check_training_seeds
-from ..env.spec import ACTIONS, BELIEF_DIMS, STEPS_PER_EPISODE, belief_to_dict
-from ..protocol import format_answer, parse_answer, render_user_prompt
-from .run import TeacherSettings, _episode_record, _step_record, zero_usage
+from ..env.spec import ACTIONS, BELIEF_DIMS, STEPS_PER_EPISODE
+from ..protocol import parse_answer
+from .run import TeacherSettings, _episode_record, bayes_step_record, zero_usage
 
 DAGGER_PURPOSE = "dagger"
 
@@ -60,13 +60,11 @@ def label_student_rollouts(student: Agent, condition: str, seeds: Sequence[int],
         obs, *_ = env.step(decision.actions)
         invalid = decision.invalid if decision.invalid is not None else np.zeros(n, dtype=bool)
         for i in range(n):
-            belief = belief_to_dict(np.round(label.beliefs[i], 2))
-            raw = format_answer(ACTIONS[label.actions[i]], belief, label.reasoning[i])
-            record = _step_record(t, histories[i][-1], render_user_prompt(histories[i]), raw, parse_answer(raw),
-                                  ACTIONS[decision.actions[i]], bool(invalid[i]), 1, obs.meters[i], zero_usage())
+            record = bayes_step_record(t, histories[i], label, i, ACTIONS[decision.actions[i]], bool(invalid[i]),
+                                       obs.meters[i])
             record["student_answer"] = decision.reasoning[i] if decision.reasoning is not None else None
             steps[i].append(record)
-            labels[i].append(belief)
+            labels[i].append(record["parsed"]["belief"])
             histories[i].append(obs.item(i))
     records = []
     for i in range(n):

@@ -328,6 +328,15 @@ def _episode_record(settings, condition, seed, steps, meters, beliefs, usage, *,
     return record
 
 
+def bayes_step_record(t: int, history, decision, i: int, action: str, invalid: bool, meters_after) -> dict:
+    """Step t's record of episode i with the Bayesian teacher's answer (`decision`, its `act` at
+    history[-1]) as the answer; `action` and `invalid` are what was executed (DAgger: the student's)."""
+    belief = belief_to_dict(np.round(decision.beliefs[i], 2))
+    raw = format_answer(ACTIONS[decision.actions[i]], belief, decision.reasoning[i])
+    return _step_record(t, history[-1], render_user_prompt(history), raw, parse_answer(raw), action, invalid, 1,
+                        meters_after, zero_usage())
+
+
 def _bayes_chunk(settings: TeacherSettings, condition: str, seeds: np.ndarray, purpose: str | None = None) -> list[dict]:
     """Play the Bayesian teacher on a chunk of seeds in lockstep and build their records."""
     env = VectorRhythmEnv(condition)
@@ -342,14 +351,9 @@ def _bayes_chunk(settings: TeacherSettings, condition: str, seeds: np.ndarray, p
         decision = agent.act(obs)
         obs, *_ = env.step(decision.actions)
         for i in range(n):
-            action = ACTIONS[decision.actions[i]]
-            belief = belief_to_dict(np.round(decision.beliefs[i], 2))
-            raw = format_answer(action, belief, decision.reasoning[i])
-            parsed = parse_answer(raw)
-            prompt = render_user_prompt(histories[i])
-            steps[i].append(_step_record(t, histories[i][-1], prompt, raw, parsed, action, False, 1, obs.meters[i],
-                                         zero_usage()))
-            beliefs[i].append(parsed.belief)
+            steps[i].append(bayes_step_record(t, histories[i], decision, i, ACTIONS[decision.actions[i]], False,
+                                              obs.meters[i]))
+            beliefs[i].append(steps[i][-1]["parsed"]["belief"])
             histories[i].append(obs.item(i))
     return [
         _episode_record(settings, condition, seeds[i], steps[i], env.meters_history[i], beliefs[i],

@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from ..data.sft_dataset import dataset_format
-from ..protocol import system_prompt
+from ..env.spec import STEPS_PER_EPISODE
+from ..protocol import CHAT_FORMATS, system_prompt
 from .generation import SamplingConfig, valid_answer_rate
 from .models import TINY, device_name, load_model_and_tokenizer
 from .plots import plot_curves
@@ -154,6 +155,8 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
     else:
         base_path = config.base_model
     model, tokenizer = load_model_and_tokenizer(base_path, for_training=True)
+    if config.dagger_rounds:  # before any training, not after the main phase
+        _check_dagger(config, train_weeks, data_format, tokenizer)
     if not _has_generation_markers(tokenizer):
         train, validation = _to_prompt_completion(train), _to_prompt_completion(validation)
     conversations = [row["messages"][:-1] for row in data["validation"].select(range(min(16, len(data["validation"]))))]
@@ -210,12 +213,9 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
     log_history += [{**e, "step": e["step"] + short_steps} for e in trainer.state.log_history]
     steps_done = short_steps + trainer.state.global_step
     dagger_rounds, dagger_examples, aggregate = [], 0, train
-    if config.dagger_rounds and config.dagger_context == "student":
-        if _has_generation_markers(tokenizer) and "'train'" not in tokenizer.chat_template:
-            raise ValueError("dagger_context 'student' needs a chat template that leaves assistant messages with "
-                             "train: False out of the loss (the tiny model's does); this one would train on them")
-        if _has_generation_markers(tokenizer):  # the teacher's turns all carry the loss, as before
-            aggregate = train.map(lambda row: {"messages": [{**m, "train": True} for m in row["messages"]]})
+    if config.dagger_rounds and config.dagger_context == "student" and _has_generation_markers(tokenizer):
+        # the teacher's turns all carry the loss, as before; the flag only makes the features match
+        aggregate = train.map(lambda row: {"messages": [{**m, "train": True} for m in row["messages"]]})
     for round_no in range(1, config.dagger_rounds + 1):
         labeled, summary = _dagger_round(trainer.model, tokenizer, train_weeks, config, data_format, round_no,
                                          int(1.5 * max(answer_tokens)), out / "dagger" / f"round-{round_no}.jsonl")
@@ -270,6 +270,26 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
             "loss_plot": str(out / "training_loss.png"), **metrics}
 
 
+def _check_dagger(config: SFTRunConfig, train_weeks, data_format: dict, tokenizer) -> None:
+    """Refuse a DAgger setting that cannot work, before the main phase spends its time."""
+    if config.dagger_context not in ("teacher", "student"):
+        raise ValueError(f"dagger_context must be 'teacher' or 'student', got {config.dagger_context!r}")
+    teachers = sorted({teacher for _, _, teacher in train_weeks})
+    if teachers != ["bayes"]:
+        raise ValueError(f"DAgger labels with the offline Bayesian teacher, but this dataset's teacher is "
+                         f"{', '.join(teachers)}; mixing teachers is not supported (set dagger_rounds: 0)")
+    if config.dagger_context == "student":
+        if data_format["prompt_format"] not in CHAT_FORMATS:
+            raise ValueError(f"dagger_context 'student' needs a chat prompt format ({', '.join(CHAT_FORMATS)}); "
+                             f"this dataset's is {data_format['prompt_format']!r}")
+        if not 1 <= config.dagger_labels_per_week <= STEPS_PER_EPISODE:
+            raise ValueError(f"dagger_labels_per_week must be in 1..{STEPS_PER_EPISODE}, "
+                             f"got {config.dagger_labels_per_week}")
+        if _has_generation_markers(tokenizer) and "'train'" not in tokenizer.chat_template:
+            raise ValueError("dagger_context 'student' needs a chat template that leaves assistant messages with "
+                             "train: False out of the loss (the tiny model's does); this one would train on them")
+
+
 def _dagger_round(model, tokenizer, train_weeks, config: SFTRunConfig, data_format: dict, round_no: int,
                   max_new_tokens: int, records_path: Path):
     """One DAgger round: play the model being trained on a seeded sample of the dataset's training
@@ -282,10 +302,6 @@ def _dagger_round(model, tokenizer, train_weeks, config: SFTRunConfig, data_form
     from ..teacher.trajectories import TrajectoryWriter
     from .policy import LLMPolicyAgent
 
-    teachers = sorted({teacher for _, _, teacher in train_weeks})
-    if teachers != ["bayes"]:
-        raise ValueError(f"DAgger labels with the offline Bayesian teacher, but this dataset's teacher is "
-                         f"{', '.join(teachers)}; mixing teachers is not supported (set dagger_rounds: 0)")
     start = time.perf_counter()
     rng = np.random.default_rng([config.seed, round_no])
     pick = rng.choice(len(train_weeks), size=min(config.dagger_episodes, len(train_weeks)), replace=False)
@@ -293,8 +309,6 @@ def _dagger_round(model, tokenizer, train_weeks, config: SFTRunConfig, data_form
     student = LLMPolicyAgent(model, tokenizer, sampling=SamplingConfig(max_new_tokens=max_new_tokens),
                              variant=config.variant, prompt_format=data_format["prompt_format"],
                              name=f"dagger_round_{round_no}")
-    if config.dagger_context not in ("teacher", "student"):
-        raise ValueError(f"dagger_context must be 'teacher' or 'student', got {config.dagger_context!r}")
     records = []
     for condition in sorted({c for c, _, _ in chosen}):
         records += label_student_rollouts(student, condition, [s for c, s, _ in chosen if c == condition],
