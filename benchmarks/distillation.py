@@ -25,6 +25,7 @@ sys.path.insert(0, str(REPO))
 
 from rhythm_core.distill import PRESETS, run_distillation  # noqa: E402
 from rhythm_core.evaluation.belief_probe import belief_probe  # noqa: E402
+from rhythm_core.data.sft_dataset import REASONING  # noqa: E402
 from rhythm_core.protocol import CHAT_FORMATS, PROMPT_FORMATS  # noqa: E402
 
 
@@ -116,7 +117,7 @@ def main(argv=None) -> int:
     p.add_argument("--out", help="output root (default runs/bench-<name>)")
     p.add_argument("--teacher-seeds")
     p.add_argument("--prompt-format", choices=list(PROMPT_FORMATS))
-    p.add_argument("--reasoning", choices=["full", "none", "update"])
+    p.add_argument("--reasoning", choices=REASONING)
     p.add_argument("--belief-decimals", type=int, choices=[1, 2])
     p.add_argument("--sft", default="{}", help='SFT overrides as JSON, e.g. \'{"max_steps": 400}\'')
     p.add_argument("--grpo", default="{}", help="GRPO overrides as JSON")

@@ -40,8 +40,11 @@ reasoning string: belief and action only, a third of the tokens) or "update" (th
 since the previous step, "social +0.1 morning +0.0 work -0.1", in the answer's own rounding, so the
 new belief is exactly the previous one plus it). "update" gives the student a target it cannot copy
 from its context: the change is what this step's evidence says, the part a student trained only to
-repeat its last belief never learns (benchmarks/README.md). `belief_decimals` (2, or 1) rounds the
-stated beliefs.
+repeat its last belief never learns (benchmarks/README.md). "evidence" has the same shape, but the
+change is the increment a fixed linear read-out of the teacher gives this step's anomaly and the
+belief is the running sum of those increments (teacher/evidence.py): each number is then an exact
+function of what the conversation shows, where the teacher's own change depends on its whole
+history. The actions stay the teacher's. `belief_decimals` (2, or 1) rounds the stated beliefs.
 
 Train/validation is split by episode, never across one episode's steps, from a hash of (split seed,
 condition, seed): an episode's split does not depend on which other episodes are in the file, so a
@@ -78,6 +81,7 @@ from ..protocol import (
     render_conversation,
 )
 from ..teacher.dagger import DAGGER_PURPOSE
+from ..teacher.evidence import evidence_chain
 from ..teacher.trajectories import replay, validate_record
 
 SPLITS = ("train", "validation")
@@ -105,7 +109,7 @@ CHAT_FEATURES = datasets.Features(
         "env_states": [datasets.Value("string")],
     }
 )
-REASONING = ("full", "none", "update")
+REASONING = ("full", "none", "update", "evidence")
 _SECRET_KEY = re.compile(r"token|api_?key|secret|password|credential", re.IGNORECASE)
 _HF_TOKEN = re.compile(r"^hf_[A-Za-z0-9]{20,}$")
 
@@ -180,6 +184,8 @@ def _is_labeled(record: dict) -> bool:
 
 
 def _episode_answers(record: dict, reasoning: str, belief_decimals: int) -> list[str | None]:
+    if reasoning == "evidence":
+        return _evidence_answers(record)
     answers, previous = [], None
     for t, step in enumerate(record["steps"]):
         text = None
@@ -189,6 +195,18 @@ def _episode_answers(record: dict, reasoning: str, belief_decimals: int) -> list
                 text = belief_update_text(belief, previous, belief_decimals)
                 previous = belief
         answers.append(_answer(record, step, t, reasoning, belief_decimals, text))
+    return answers
+
+
+def _evidence_answers(record: dict) -> list[str | None]:
+    """The "evidence" answers (teacher/evidence.py): the teacher's action, with the increment this
+    step's anomaly carries as the reasoning and the running evidence belief as the belief."""
+    increments, beliefs = evidence_chain([step["observation"] for step in record["steps"]])
+    answers = []
+    for t, step in enumerate(record["steps"]):
+        text = " ".join(f"{d} {v:+.2f}" for d, v in zip(BELIEF_DIMS, increments[t]))
+        parsed = {**(step.get("parsed") or {}), "belief": dict(zip(BELIEF_DIMS, beliefs[t].tolist()))}
+        answers.append(_answer(record, {**step, "parsed": parsed}, t, "evidence", 2, text))
     return answers
 
 
@@ -212,7 +230,8 @@ def _answer(record: dict, step: dict, t: int, reasoning: str = "full", belief_de
 
 def _canonical_answer(parsed: dict, reasoning: str, belief_decimals: int, update_text: str | None) -> str:
     """A parsed teacher answer in the dataset's canonical form, carrying what `reasoning` asks for."""
-    text = {"full": parsed.get("reasoning") or "", "update": update_text or ""}.get(reasoning, "")
+    text = {"full": parsed.get("reasoning") or "", "update": update_text or "",
+            "evidence": update_text or ""}.get(reasoning, "")
     return format_answer(parsed["action"], parsed.get("belief"), text, belief_decimals=belief_decimals)
 
 
@@ -236,6 +255,9 @@ def build_sft_dataset(
         raise ValueError(f"unknown prompt_format {prompt_format!r}; allowed: {', '.join(PROMPT_FORMATS)}")
     if reasoning not in REASONING:
         raise ValueError(f"unknown reasoning {reasoning!r}; allowed: {', '.join(REASONING)}")
+    if reasoning == "evidence" and belief_decimals != 2:
+        raise ValueError(f"reasoning 'evidence' writes its running belief on the 2-decimal grid; belief_decimals "
+                         f"must be 2, got {belief_decimals}")
     if keep_seeds is not None:
         keep_seeds = {int(s) for s in keep_seeds}
     chosen, seen = [], set()
@@ -332,6 +354,10 @@ def build_student_context_conversations(records: list[dict], *, prompt_format: s
     if prompt_format not in CHAT_FORMATS:
         raise ValueError(f"student-context conversations need a chat prompt format ({', '.join(CHAT_FORMATS)}), "
                          f"got {prompt_format!r}")
+    if reasoning == "evidence":
+        raise ValueError("reasoning 'evidence' cannot label the student's own context: its belief is a running sum "
+                         "over the whole conversation, which the student's earlier answers would break; use "
+                         "dagger_context 'teacher'")
     if not 1 <= labels_per_week <= STEPS_PER_EPISODE:
         raise ValueError(f"labels_per_week must be in 1..{STEPS_PER_EPISODE}, got {labels_per_week}")
     for n, record in enumerate(records):
