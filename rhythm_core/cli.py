@@ -216,9 +216,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--validation-fraction", type=float, default=0.1)
     p.add_argument("--prompt-format", choices=list(PROMPT_FORMATS), default="chat",
                    help="chat: one conversation per episode (default); table: one example per step")
-    p.add_argument("--reasoning", choices=["full", "none", "update"], default="none",
+    p.add_argument("--reasoning", choices=["full", "none", "update", "evidence"], default="none",
                    help="what the answer carries: none (belief and action, default), the teacher's full reasoning, "
-                        "or update (the belief's change this step)")
+                        "update (the belief's change this step), or evidence (this step's increment of a linear "
+                        "read-out of the teacher, and the running belief)")
     p.add_argument("--belief-decimals", type=int, choices=[1, 2], default=2, help="rounding of the stated beliefs")
     p.set_defaults(func=_cmd_dataset)
 

@@ -22,10 +22,14 @@ PRESETS: dict[str, dict] = {
     # What `make demo` runs (the asset defaults): 256 teacher weeks, the chat format without reasoning,
     # 120 SFT steps, 10 GRPO steps.
     "demo": {"teacher_seeds": "1000-1255", "dataset": {}, "sft": {}, "grpo": {}, "eval_seeds": DEFAULT_EVAL_SEEDS},
-    # Distillation at scale on a CPU: 2,000 teacher weeks (56,000 decisions), 800 SFT steps of 8 weeks
-    # (~3.5 epochs, ~19 min on 2 cores), 50 GRPO steps.
-    "long": {"teacher_seeds": "1000-2999", "dataset": {"prompt_format": "chat", "reasoning": "none"},
-             "sft": {"max_steps": 800, "learning_rate": 3e-3},
+    # Distillation at scale on a CPU: 2,000 teacher weeks (56,000 decisions) written with the
+    # "evidence" reasoning in the labeled chat format (the first recipe whose student infers the
+    # person; benchmarks/README.md), a tiny model with numeric embeddings and 8 heads, 1,000 SFT steps
+    # on the first 512 tokens of each week then 800 on whole weeks (8 weeks a step), 50 GRPO steps.
+    "long": {"teacher_seeds": "1000-2999",
+             "dataset": {"prompt_format": "chat_labeled", "reasoning": "evidence"},
+             "sft": {"tiny": {"numeric_embedding_dims": 33, "num_attention_heads": 8, "num_key_value_heads": 8},
+                     "short_context_steps": 1000, "max_steps": 800, "learning_rate": 1e-3},
              "grpo": {"max_steps": 50, "teacher_prompts": 2048, "student_episodes": 16},
              "eval_seeds": DEFAULT_EVAL_SEEDS},
 }

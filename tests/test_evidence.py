@@ -6,7 +6,8 @@ import pytest
 
 from rhythm_core.agents import BayesAgent
 from rhythm_core.agents.simple import HeuristicAgent
-from rhythm_core.data.sft_dataset import build_sft_dataset, build_student_context_conversations
+from rhythm_core.cli import main
+from rhythm_core.data.sft_dataset import build_sft_dataset, build_student_context_conversations, dataset_format
 from rhythm_core.env import VectorRhythmEnv
 from rhythm_core.env.spec import ACTIONS, BELIEF_DIMS, METERS, SLOTS
 from rhythm_core.protocol import parse_answer
@@ -79,7 +80,23 @@ def test_evidence_answers_carry_the_chain_and_the_teachers_actions(tmp_path):
             assert answer.belief_array() == pytest.approx(beliefs[t])
             stated = [float(x) for x in answer.reasoning.split()[1::2]]
             assert stated == pytest.approx(increments[t].tolist())
+    # the CLI builds the same dataset
+    assert main(["dataset", "--jsonl", str(tmp_path / "teacher.jsonl"), "--out", str(tmp_path / "sft"),
+                 "--prompt-format", "chat_labeled", "--reasoning", "evidence"]) == 0
+    import datasets
+    built = datasets.load_from_disk(str(tmp_path / "sft"))
+    assert dataset_format(built) == {"prompt_format": "chat_labeled", "reasoning": "evidence", "belief_decimals": 2}
+    assert built["train"]["messages"] == data["train"]["messages"]
+    card = (tmp_path / "sft" / "README.md").read_text()
+    assert "reasoning evidence" in card and "not the teacher's own" in card
     with pytest.raises(ValueError, match="belief_decimals must be 2"):
         build_sft_dataset(records, prompt_format="chat_labeled", reasoning="evidence", belief_decimals=1)
     with pytest.raises(ValueError, match="cannot label the student's own context"):
         build_student_context_conversations([], prompt_format="chat_labeled", reasoning="evidence")
+    # and an SFT run refuses that DAgger setting before training, not after the main phase
+    from rhythm_core.training.sft import SFTRunConfig, _check_dagger
+    from rhythm_core.training.tiny import train_tokenizer
+
+    with pytest.raises(ValueError, match="cannot carry the 'evidence' reasoning"):
+        _check_dagger(SFTRunConfig(dagger_rounds=1, dagger_context="student"), [("continuous", 1200, "bayes")],
+                      dataset_format(data), train_tokenizer(["a 0.5"], 300))

@@ -81,7 +81,7 @@ from ..protocol import (
     render_conversation,
 )
 from ..teacher.dagger import DAGGER_PURPOSE
-from ..teacher.evidence import evidence_chain
+from ..teacher.evidence import FIT_CONDITION, FIT_SEEDS, evidence_chain
 from ..teacher.trajectories import replay, validate_record
 
 SPLITS = ("train", "validation")
@@ -597,6 +597,9 @@ def _card(dataset_dict, provenance: dict, digest: str, episodes: dict[str, list[
         f"| grader | {_cell(provenance.get('grader', 'unknown'))} |",
         f"| episode filter | {_cell(filter_text)} |",
         f"| prompt format | {build.get('prompt_format', 'table')}; reasoning {build.get('reasoning', 'full')} |",
+        *([f"| beliefs | not the teacher's own: the running sum of a linear read-out of the teacher "
+           f"(`rhythm_core.teacher.evidence`, fitted on its play of {FIT_CONDITION} seeds {FIT_SEEDS.start}-"
+           f"{FIT_SEEDS.stop - 1}); the actions are the teacher's |"] if build.get("reasoning") == "evidence" else []),
         f"| env version | {_cell(provenance.get('env_version', ENV_VERSION))} |",
         f"| source trajectories | {_cell(source)} |",
         f"| source sha256 | {_cell(source_hash)} |",

@@ -282,6 +282,10 @@ def _check_dagger(config: SFTRunConfig, train_weeks, data_format: dict, tokenize
         if data_format["prompt_format"] not in CHAT_FORMATS:
             raise ValueError(f"dagger_context 'student' needs a chat prompt format ({', '.join(CHAT_FORMATS)}); "
                              f"this dataset's is {data_format['prompt_format']!r}")
+        if data_format["reasoning"] == "evidence":
+            raise ValueError("dagger_context 'student' cannot carry the 'evidence' reasoning (its belief is a running "
+                             "sum over the conversation, which the student's own answers would break); use "
+                             "dagger_context 'teacher'")
         if not 1 <= config.dagger_labels_per_week <= STEPS_PER_EPISODE:
             raise ValueError(f"dagger_labels_per_week must be in 1..{STEPS_PER_EPISODE}, "
                              f"got {config.dagger_labels_per_week}")

@@ -110,7 +110,9 @@ class SftDatasetConfig(dg.Config):
     # can read the numbers; benchmarks/README.md).
     # none (default): belief and action only, 21 tiny-tokenizer tokens an answer instead of ~76, so a
     # CPU budget trains on ~1.7x more weeks; full: the teacher's reasoning too; update: the belief's
-    # change this step, a target the student cannot copy from its own earlier answers.
+    # change this step, a target the student cannot copy from its own earlier answers; evidence: the
+    # increment a linear read-out of the teacher gives this step's anomaly and the running belief
+    # (teacher/evidence.py; the long preset's recipe, the first student that infers the person).
     reasoning: str = "none"
     belief_decimals: int = 2  # 1: coarser beliefs (costs the teacher 0.003 belief MAE)
     push_to_hub: bool = False
