@@ -23,9 +23,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from rhythm_core.data.sft_dataset import REASONING  # noqa: E402
 from rhythm_core.distill import PRESETS, run_distillation  # noqa: E402
 from rhythm_core.evaluation.belief_probe import belief_probe  # noqa: E402
-from rhythm_core.data.sft_dataset import REASONING  # noqa: E402
 from rhythm_core.protocol import CHAT_FORMATS, PROMPT_FORMATS  # noqa: E402
 
 

@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from rhythm_core.agents import BayesAgent, heuristic_actions  # noqa: E402
 from rhythm_core.env import VectorRhythmEnv  # noqa: E402
 from rhythm_core.env.conditions import parse_seeds  # noqa: E402
-from rhythm_core.evaluation.rollouts import DEFAULT_EVAL_SEEDS  # noqa: E402
 from rhythm_core.env.spec import ACTIONS, STEPS_PER_EPISODE  # noqa: E402
+from rhythm_core.evaluation.rollouts import DEFAULT_EVAL_SEEDS  # noqa: E402
 from rhythm_core.teacher.evidence import evidence_chain, evidence_weights  # noqa: E402
 
 
