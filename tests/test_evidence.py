@@ -41,12 +41,12 @@ def test_the_running_evidence_belief_infers_the_person_nearly_as_well_as_the_tea
     chain_mae = np.abs(chain - truth).mean()
     constant_mae = np.abs(0.5 - truth).mean()
     teacher_mae = np.abs(teacher_final - truth).mean()
-    assert chain_mae < 0.6 * constant_mae  # measured 0.106 against 0.213
-    assert chain_mae < teacher_mae + 0.025  # measured 0.106 against the teacher's 0.096
+    assert chain_mae < 0.6 * constant_mae  # measured 0.106 against 0.218
+    assert chain_mae < teacher_mae + 0.025  # measured 0.106 against the teacher's 0.098
     # under another policy's actions it still reads the person (the student will not act like the teacher)
     heuristic_histories, _, heuristic_truth = _play(HeuristicAgent(), HELD_OUT)
     heuristic_chain = np.array([evidence_chain(h)[1][-1] for h in heuristic_histories])
-    assert np.abs(heuristic_chain - heuristic_truth).mean() < 0.7 * np.abs(0.5 - heuristic_truth).mean()
+    assert np.abs(heuristic_chain - heuristic_truth).mean() < 0.7 * np.abs(0.5 - heuristic_truth).mean()  # 0.135, 0.218
 
 
 def test_each_belief_is_the_previous_plus_the_increment_the_shown_anomaly_carries():

@@ -25,13 +25,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..agents import BayesAgent
 from ..agents.base import Agent
-from ..env import VectorRhythmEnv
 from ..env.conditions import check_training_seeds
-from ..env.spec import ACTIONS, BELIEF_DIMS, STEPS_PER_EPISODE
+from ..env.spec import BELIEF_DIMS
 from ..protocol import parse_answer
-from .run import TeacherSettings, _episode_record, bayes_step_record, zero_usage
+from .run import TeacherSettings, bayes_records
 
 DAGGER_PURPOSE = "dagger"
 
@@ -44,34 +42,9 @@ def label_student_rollouts(student: Agent, condition: str, seeds: Sequence[int],
     if len(seeds) == 0:
         raise ValueError("label_student_rollouts needs at least one seed")
     check_training_seeds(condition, [int(s) for s in seeds])
-    env = VectorRhythmEnv(condition)
-    obs, _ = env.reset(seeds)
-    student.reset(env)
-    teacher = BayesAgent(explain=True)
-    teacher.reset(env)
-    n = len(seeds)
-    histories = [[obs.item(i)] for i in range(n)]
-    steps: list[list[dict]] = [[] for _ in range(n)]
-    labels: list[list[dict]] = [[] for _ in range(n)]
-    for t in range(STEPS_PER_EPISODE):
-        label = teacher.act(obs)
-        decision = student.act(obs)
-        teacher.observe_actions(decision.actions)
-        obs, *_ = env.step(decision.actions)
-        invalid = decision.invalid if decision.invalid is not None else np.zeros(n, dtype=bool)
-        for i in range(n):
-            record = bayes_step_record(t, histories[i], label, i, ACTIONS[decision.actions[i]], bool(invalid[i]),
-                                       obs.meters[i])
-            record["student_answer"] = decision.reasoning[i] if decision.reasoning is not None else None
-            steps[i].append(record)
-            labels[i].append(record["parsed"]["belief"])
-            histories[i].append(obs.item(i))
-    records = []
-    for i in range(n):
-        record = _episode_record(TeacherSettings(), condition, seeds[i], steps[i], env.meters_history[i], labels[i],
-                                 {**zero_usage(), "cost_usd": 0.0}, purpose=DAGGER_PURPOSE)
+    records = bayes_records(TeacherSettings(), condition, seeds, purpose=DAGGER_PURPOSE, student=student)
+    for record in records:
         record["student"] = {"id": student_id}
-        records.append(record)
     return records
 
 
