@@ -1,12 +1,16 @@
 """The simulator, RhythmEnv: names and sizes (`spec`), conditions and their seed ranges
 (`conditions`), hidden profiles and the population prior (`profiles`), the transition model
-(`dynamics`), the Gymnasium-style and vector envs (`rhythm_env`), finished episodes as arrays
-(`episode`) and counter-based seeded randomness (`rng`).
+(`dynamics`), the Gymnasium env and vector env (`rhythm_env`), their Gymnasium registration as
+"rhythm/RhythmEnv-v0" (`gym`, run on import), finished episodes as arrays (`episode`) and
+counter-based seeded randomness (`rng`).
 
 The bottom layer of rhythm_core: it imports nothing else from the package, and everything else may
 import it. `from rhythm_core.env import RhythmEnv, VectorRhythmEnv` is the public entry point.
 """
 
+from . import gym as _gym  # registers "rhythm/RhythmEnv-v0" with Gymnasium (idempotent)
 from .rhythm_env import BatchObservation, EnvState, Observation, RhythmEnv, VectorRhythmEnv, step_reward
 
-__all__ = ["BatchObservation", "EnvState", "Observation", "RhythmEnv", "VectorRhythmEnv", "step_reward"]
+ENV_ID = _gym.ENV_ID
+
+__all__ = ["ENV_ID", "BatchObservation", "EnvState", "Observation", "RhythmEnv", "VectorRhythmEnv", "step_reward"]
