@@ -23,10 +23,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from rhythm_core.data.sft_dataset import REASONING  # noqa: E402
 from rhythm_core.distill import PRESETS, run_distillation  # noqa: E402
 from rhythm_core.evaluation.belief_probe import belief_probe  # noqa: E402
-from rhythm_core.protocol import CHAT_FORMATS, PROMPT_FORMATS  # noqa: E402
+from rhythm_core.protocol import CHAT_FORMATS, PROMPT_FORMATS, REASONING  # noqa: E402
 
 
 def configuration(args) -> dict:
@@ -34,7 +33,7 @@ def configuration(args) -> dict:
     spec["name"] = args.name or args.preset
     if args.teacher_seeds:
         spec["teacher_seeds"] = args.teacher_seeds
-    for key in ("prompt_format", "reasoning", "belief_decimals"):
+    for key in ("prompt_format", "reasoning"):
         if getattr(args, key):
             spec["dataset"][key] = getattr(args, key)
     spec["sft"].update(json.loads(args.sft))
@@ -73,15 +72,6 @@ def report(summary: dict, wall: float) -> str:
             cells = [pr.get(k) for k in ("probe_belief_mae", "teacher_belief_mae", "probe_vs_teacher", "copy_vs_teacher",
                                          "number_rate")]
             lines.append(f"| {name} | " + " | ".join("–" if c is None else f"{c:.3f}" for c in cells) + " |")
-    if summary["sft"].get("dagger_rounds"):
-        lines += ["", "DAgger rounds (the student before each round's training, on the training weeks it played; "
-                  "labels by the Bayesian teacher):", "",
-                  "| round | weeks | action = teacher's | belief MAE vs teacher | invalid | rollout s | train steps |",
-                  "|---|---|---|---|---|---|---|"]
-        for r in summary["sft"]["dagger_rounds"]:
-            gap = "–" if r["belief_mae_vs_teacher"] is None else f"{r['belief_mae_vs_teacher']:.3f}"
-            lines.append(f"| {r['round']} | {r['episodes']} | {r['action_agreement']:.1%} | {gap} | "
-                         f"{r['invalid_rate']:.1%} | {r['rollout_s']} | {r['train_steps']} |")
     lines += ["", "| stage | wall s |", "|---|---|"]
     lines += [f"| {stage} | {seconds} |" for stage, seconds in summary["timings_s"].items()]
     lines.append(f"| whole run | {wall:.0f} |")
@@ -118,7 +108,6 @@ def main(argv=None) -> int:
     p.add_argument("--teacher-seeds")
     p.add_argument("--prompt-format", choices=list(PROMPT_FORMATS))
     p.add_argument("--reasoning", choices=REASONING)
-    p.add_argument("--belief-decimals", type=int, choices=[1, 2])
     p.add_argument("--sft", default="{}", help='SFT overrides as JSON, e.g. \'{"max_steps": 400}\'')
     p.add_argument("--grpo", default="{}", help="GRPO overrides as JSON")
     p.add_argument("--no-grpo", action="store_true", help="stop after SFT; evaluate the SFT student only")

@@ -1,19 +1,20 @@
-"""How well the "evidence" chain (rhythm_core/teacher/evidence.py) infers the person, next to the
-Bayesian teacher and a constant, when the actions are the teacher's or another policy's. Prints
-figures; asserts nothing.
+"""How well the "evidence" read-out (rhythm_core/teacher/evidence.py) infers the person when it is
+fitted on N teacher weeks — the records a dataset is built from — next to the Bayesian teacher and
+a constant, when the actions are the teacher's or another policy's. Prints figures; asserts nothing.
 
-    python benchmarks/evidence_readout.py
+    python benchmarks/evidence_readout.py [--weeks 256,1000,4000]
 
-The chain is what a student trained with `reasoning: evidence` is taught to write: its final
-belief is the ceiling such a student can reach by following it exactly, and the rows under the
-heuristic's and random actions show how far it holds when the student acts differently from the
-teacher it learned from. Also prints how predictable the teacher's own per-step belief change is
-from the step alone (a linear fit on the action and the anomaly), the target `reasoning: update`
-asked a student to learn.
+For each N it plays the Bayesian teacher on continuous training seeds 1000..1000+N-1, fits the
+read-out on 90% of them exactly as `build_sft_dataset` does (target: the belief the teacher stated
+last), prints the fit's MAE against the teacher's own beliefs on the held-out 10%, then the chain's
+final-belief MAE against the true profile on the default evaluation seeds: that is the ceiling a
+student following the chain exactly can reach; the heuristic's and random actions show how far it
+holds when the student acts differently from its teacher.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from pathlib import Path
@@ -27,11 +28,12 @@ from rhythm_core.env import VectorRhythmEnv  # noqa: E402
 from rhythm_core.env.conditions import parse_seeds  # noqa: E402
 from rhythm_core.env.spec import ACTIONS, STEPS_PER_EPISODE  # noqa: E402
 from rhythm_core.evaluation.rollouts import DEFAULT_EVAL_SEEDS  # noqa: E402
-from rhythm_core.teacher.evidence import evidence_chain, evidence_weights  # noqa: E402
+from rhythm_core.teacher.evidence import fit_evidence_readout  # noqa: E402
+from rhythm_core.teacher.run import TeacherSettings, bayes_records  # noqa: E402
 
 
 def play(condition: str, seeds, policy: str):
-    """Final beliefs of the chain and the teacher (which watches whoever acts), and the truth."""
+    """Each week's observations, the teacher's final belief (it watches whoever acts), the truth."""
     env = VectorRhythmEnv(condition)
     obs, _ = env.reset(seeds)
     teacher = BayesAgent()
@@ -40,7 +42,7 @@ def play(condition: str, seeds, policy: str):
     histories, final = [[] for _ in seeds], None
     for _ in range(STEPS_PER_EPISODE):
         for n in range(len(seeds)):
-            histories[n].append(obs.item(n).to_dict())
+            histories[n].append(obs.item(n))
         decision = teacher.act(obs)
         final = decision.beliefs
         if policy == "teacher":
@@ -50,52 +52,37 @@ def play(condition: str, seeds, policy: str):
                        else rng.integers(0, len(ACTIONS), len(seeds)))
             teacher.observe_actions(actions)
         obs, *_ = env.step(actions)
-    chain = np.array([evidence_chain(h)[1][-1] for h in histories])
-    return chain, final, env.true_belief
+    return histories, final, env.true_belief
 
 
-def update_predictability(seeds) -> tuple[float, float]:
-    """Mean |error| of a linear fit (action x anomaly) of the teacher's 2-decimal belief change, on
-    held-out weeks, against always predicting no change."""
-    def steps(chunk):
-        env = VectorRhythmEnv("continuous")
-        obs, _ = env.reset(chunk)
-        teacher = BayesAgent()
-        teacher.reset(env)
-        x, y, previous, acted = [], [], None, None
-        for _ in range(STEPS_PER_EPISODE):
-            decision = teacher.act(obs)
-            if previous is not None:
-                f = np.zeros((len(chunk), len(ACTIONS), 6))
-                f[np.arange(len(chunk)), acted, :5] = np.round(obs.anomaly, 2)
-                f[np.arange(len(chunk)), acted, 5] = 1.0
-                x.append(f.reshape(len(chunk), -1))
-                y.append(np.round(decision.beliefs, 2) - np.round(previous, 2))
-            previous, acted = decision.beliefs.copy(), decision.actions.copy()
-            obs, *_ = env.step(decision.actions)
-        return np.concatenate(x), np.concatenate(y)
-
-    x, y = steps(np.asarray(seeds[:-200]))
-    xt, yt = steps(np.asarray(seeds[-200:]))
-    coef, *_ = np.linalg.lstsq(x, y, rcond=None)
-    return float(np.abs(np.round(xt @ coef, 2) - yt).mean()), float(np.abs(yt).mean())
+def teacher_weeks(seeds) -> list[tuple[dict, list]]:
+    """(record, observations) of the Bayesian teacher's play, as a dataset sees them."""
+    records = bayes_records(TeacherSettings(), "continuous", np.asarray(seeds))
+    histories, _, _ = play("continuous", np.asarray(seeds), "teacher")
+    return list(zip(records, histories))
 
 
-def main() -> None:
-    start = time.perf_counter()
-    evidence_weights()
-    print(f"read-out fitted on continuous training seeds 1000-4999 in {time.perf_counter() - start:.1f} s")
-    print("| condition | actions | chain final belief MAE | teacher | constant 0.5 |")
-    print("|---|---|---|---|---|")
-    for condition, spec in DEFAULT_EVAL_SEEDS.items():
-        seeds = np.asarray(parse_seeds(spec))
-        for policy in ("teacher", "heuristic", "random"):
-            chain, teacher, truth = play(condition, seeds, policy)
-            print(f"| {condition} | {policy} | {np.abs(chain - truth).mean():.3f} | {np.abs(teacher - truth).mean():.3f} "
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--weeks", default="256,1000,4000", help="comma-separated numbers of teacher weeks to fit on")
+    args = p.parse_args(argv)
+    plays = {(c, policy): play(c, np.asarray(parse_seeds(spec)), policy)
+             for c, spec in DEFAULT_EVAL_SEEDS.items() for policy in ("teacher", "heuristic", "random")}
+    print("| fit weeks | fit s | held-out MAE vs teacher's belief (constant) | condition | actions | chain final "
+          "belief MAE vs truth | teacher | constant 0.5 |")
+    print("|---|---|---|---|---|---|---|---|")
+    for n in (int(w) for w in args.weeks.split(",")):
+        weeks = teacher_weeks(range(1000, 1000 + n))
+        cut = int(0.9 * n)
+        start = time.perf_counter()
+        readout = fit_evidence_readout(weeks[:cut], weeks[cut:])
+        fit_s = time.perf_counter() - start
+        held = readout.fit["held_out"]["continuous"]
+        for (condition, policy), (histories, teacher, truth) in plays.items():
+            chain = np.array([readout.chain(h)[1][-1] for h in histories])
+            print(f"| {n} | {fit_s:.2f} | {held['mae_vs_teacher']:.3f} ({held['constant_mae_vs_teacher']:.3f}) | "
+                  f"{condition} | {policy} | {np.abs(chain - truth).mean():.3f} | {np.abs(teacher - truth).mean():.3f} "
                   f"| {np.abs(0.5 - truth).mean():.3f} |")
-    err, zero = update_predictability(np.arange(5000, 6700))
-    print(f"teacher's own per-step change from the step alone (linear, action x anomaly): |error| {err:.4f} "
-          f"against {zero:.4f} for 'no change' ({1 - err / zero:.0%} less)")
 
 
 if __name__ == "__main__":

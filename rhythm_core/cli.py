@@ -6,8 +6,8 @@ import argparse
 import json
 import sys
 
-from .env.conditions import CONDITIONS, check_seed, parse_seeds
-from .protocol import PROMPT_FORMATS
+from .env.conditions import CONDITIONS, check_seed, check_training_seeds, parse_seeds
+from .protocol import DEFAULT_PROMPT_FORMAT, DEFAULT_REASONING, PROMPT_FORMATS, REASONING
 
 
 def _agents_arg(text: str) -> list[str]:
@@ -51,7 +51,16 @@ def _cmd_teacher(args) -> int:
 
     from .teacher.run import TeacherSettings, run_teacher
 
-    seeds = parse_seeds(args.seeds)
+    purpose = None
+    if args.purpose == "training":  # evaluation seeds never become training data
+        seeds = parse_seeds(args.seeds)
+        check_training_seeds(args.condition, seeds)
+    else:
+        from .evaluation.rollouts import eval_seed_list
+        from .evaluation.teacher_play import EVALUATION_PURPOSE
+
+        seeds = eval_seed_list(args.condition, args.seeds)  # refuses anything but evaluation seeds
+        purpose = EVALUATION_PURPOSE
     settings = TeacherSettings(
         backend=args.backend, model=args.model or "", base_url=args.base_url,
         api_key=os.environ.get(args.api_key_env) if args.backend != "bayes" else None,
@@ -65,6 +74,7 @@ def _cmd_teacher(args) -> int:
         result = run_teacher(
             settings, args.condition, seeds, args.out,
             on_episode=lambda _record: bar.update(1), log=lambda message: tqdm.write(message, file=sys.stderr),
+            purpose=purpose,
         )
     print(
         f"{result.path}: wrote {result.written}, kept {result.skipped} already written, "
@@ -104,12 +114,10 @@ def _cmd_dataset(args) -> int:
 
         keep = seeds_where_teacher_beats_heuristic(records, args.grader)
     dataset = build_sft_dataset(records, validation_fraction=args.validation_fraction, keep_seeds=keep,
-                                prompt_format=args.prompt_format, reasoning=args.reasoning,
-                                belief_decimals=args.belief_decimals)
+                                prompt_format=args.prompt_format, reasoning=args.reasoning)
     provenance = {"teacher": records[0]["teacher"], "source_trajectories": str(args.jsonl), "filter": args.filter,
                   "filter_grader": args.grader if args.filter != "none" else None,
-                  "prompt_format": args.prompt_format, "reasoning": args.reasoning,
-                  "belief_decimals": args.belief_decimals}
+                  "prompt_format": args.prompt_format, "reasoning": args.reasoning}
     summary = save_sft_dataset(dataset, args.out, provenance)
     print(f"{summary['path']}: examples {summary['examples']}, episodes {summary['episodes']}, "
           f"content {summary['content_hash'][:16]}")
@@ -176,6 +184,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=["bayes", "openai", "azure"], default="bayes")
     p.add_argument("--condition", choices=list(CONDITIONS), default="continuous")
     p.add_argument("--seeds", default="1000-1029", help="training seeds (continuous 1000-9999)")
+    p.add_argument("--purpose", choices=["training", "evaluation"], default="training",
+                   help="training (default): only training seeds; evaluation: only evaluation seeds, records "
+                        "stamped purpose 'evaluation', which no SFT dataset accepts")
     p.add_argument("--out", required=True, help="JSONL file; an existing file is resumed")
     p.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
     p.add_argument("--azure-endpoint", default=None)
@@ -214,13 +225,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--filter", choices=["none", "beat_heuristic"], default="none")
     p.add_argument("--grader", choices=list(GRADERS), default="v3", help="grader used by the filter")
     p.add_argument("--validation-fraction", type=float, default=0.1)
-    p.add_argument("--prompt-format", choices=list(PROMPT_FORMATS), default="chat",
-                   help="chat: one conversation per episode (default); table: one example per step")
-    p.add_argument("--reasoning", choices=["full", "none", "update", "evidence"], default="none",
-                   help="what the answer carries: none (belief and action, default), the teacher's full reasoning, "
-                        "update (the belief's change this step), or evidence (this step's increment of a linear "
-                        "read-out of the teacher, and the running belief)")
-    p.add_argument("--belief-decimals", type=int, choices=[1, 2], default=2, help="rounding of the stated beliefs")
+    p.add_argument("--prompt-format", choices=list(PROMPT_FORMATS), default=DEFAULT_PROMPT_FORMAT,
+                   help="chat_labeled (default): the week as one conversation, every number after its meter's "
+                        "name; chat: the same without the names; table: one example per step")
+    p.add_argument("--reasoning", choices=list(REASONING), default=DEFAULT_REASONING,
+                   help="what the answer carries: evidence (default: this step's increment of a linear read-out "
+                        "fitted on these teacher records, and the running belief), none (belief and action), or "
+                        "full (the teacher's own reasoning)")
     p.set_defaults(func=_cmd_dataset)
 
     from .evaluation.rollouts import DEFAULT_EVAL_SEEDS, EVAL_BASELINES

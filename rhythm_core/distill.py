@@ -107,7 +107,7 @@ def run_distillation(out, preset: str | dict = "long", *, grader: str = "v3", lo
     results = timed("eval_results", lambda: eval_results_stage(rollouts["dir"], grader, root))
     summary = {"preset": name, "timings_s": timings, "results_json": results["json"],
                "sft": {k: sft.get(k) for k in ("final_train_loss", "eval_loss", "valid_answer_rate_after", "steps",
-                                               "total_parameters", "prompt_format", "reasoning", "dagger_rounds")},
+                                               "total_parameters", "prompt_format", "reasoning")},
                "grpo": {k: grpo.get(k) for k in ("final_reward", "final_answer_validity", "steps")}}
     (root / "distill_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     log(results["markdown"])

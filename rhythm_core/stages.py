@@ -17,6 +17,7 @@ from .data.reeval_report import reeval_records, teacher_beats_heuristic, write_r
 from .env.conditions import check_training_seeds, parse_seeds
 from .env.spec import ENV_VERSION
 from .graders import get_grader
+from .protocol import DEFAULT_PROMPT_FORMAT, DEFAULT_REASONING
 from .teacher.run import TeacherSettings, run_teacher
 from .teacher.trajectories import read_trajectories, to_episode_batch
 
@@ -116,8 +117,8 @@ DATASET_FILTERS = ("none", "beat_heuristic")
 
 
 def dataset_stage(trajectories: dict, root, *, filter: str = "none", filter_grader: str = "v3",
-                  validation_fraction: float = 0.1, split_seed: int = 0, prompt_format: str = "chat",
-                  reasoning: str = "none", belief_decimals: int = 2) -> dict:
+                  validation_fraction: float = 0.1, split_seed: int = 0,
+                  prompt_format: str | None = None, reasoning: str | None = None) -> dict:
     """Turn teacher episodes into an SFT DatasetDict saved under <root>/sft_dataset/<content hash>.
 
     filter "beat_heuristic" keeps the episodes where the teacher out-scored the heuristic on the same
@@ -125,14 +126,23 @@ def dataset_stage(trajectories: dict, root, *, filter: str = "none", filter_grad
     grader switch never changes training data (nor, through it, any checkpoint).
     """
     from .data.reeval_report import seeds_where_teacher_beats_heuristic
-    from .data.sft_dataset import build_sft_dataset, content_hash, save_sft_dataset
+    from .data.sft_dataset import (
+        build_sft_dataset,
+        content_hash,
+        dataset_format,
+        evidence_readout,
+        save_sft_dataset,
+    )
 
     if filter not in DATASET_FILTERS:
         raise ValueError(f"unknown dataset filter {filter!r}; allowed: {', '.join(DATASET_FILTERS)}")
     records = read_trajectories(trajectories["path"], allow_truncated_tail=False).records
     keep = seeds_where_teacher_beats_heuristic(records, filter_grader) if filter == "beat_heuristic" else None
     dataset = build_sft_dataset(records, validation_fraction=validation_fraction, keep_seeds=keep, seed=split_seed,
-                                prompt_format=prompt_format, reasoning=reasoning, belief_decimals=belief_decimals)
+                                prompt_format=prompt_format or DEFAULT_PROMPT_FORMAT,
+                                reasoning=reasoning or DEFAULT_REASONING)
+    data_format = dataset_format(dataset)
+    readout = evidence_readout(dataset)
     digest = content_hash(dataset)
     version = digest[:16]
     provenance = {
@@ -140,8 +150,8 @@ def dataset_stage(trajectories: dict, root, *, filter: str = "none", filter_grad
         "seeds": trajectories["seeds"], "source_trajectories": trajectories["path"],
         "source_trajectories_version": trajectories["version"], "filter": filter,
         "filter_grader": filter_grader if filter != "none" else None, "validation_fraction": validation_fraction,
-        "split_seed": split_seed, "episodes_in_source": len(records), "prompt_format": prompt_format,
-        "reasoning": reasoning, "belief_decimals": belief_decimals,
+        "split_seed": split_seed, "episodes_in_source": len(records), **data_format,
+        **({"evidence_readout_fit": readout.fit} if readout is not None else {}),
     }
     summary = save_sft_dataset(dataset, Path(root) / "sft_dataset" / version, provenance, digest=digest)
     return {**summary, "version": version, "provenance": provenance}

@@ -29,7 +29,8 @@ def rollouts():
 def short_dataset(tmp_path_factory):
     root = tmp_path_factory.mktemp("training")
     run_teacher(TeacherSettings(), "continuous", range(1000, 1024), root / "teacher.jsonl")
-    full = build_sft_dataset(read_trajectories(root / "teacher.jsonl").records, validation_fraction=0.15)
+    full = build_sft_dataset(read_trajectories(root / "teacher.jsonl").records, validation_fraction=0.15,
+                             prompt_format="table", reasoning="full")
     short = full.filter(lambda row: row["step"] < 8)
     save_sft_dataset(short, root / "sft", {"note": "first 8 steps of each episode"})
     return root

@@ -17,7 +17,6 @@ from huggingface_hub import CommitInfo, HfApi, RepoUrl
 
 from rhythm_core.data.sft_dataset import (
     assign_splits,
-    build_sft_dataset,
     check_no_eval_seeds,
     content_hash,
     dataset_card,
@@ -25,12 +24,20 @@ from rhythm_core.data.sft_dataset import (
     save_sft_dataset,
     seed_ranges,
 )
+from rhythm_core.data.sft_dataset import build_sft_dataset as build_recipe_dataset
 from rhythm_core.env import EnvState, RhythmEnv, VectorRhythmEnv
 from rhythm_core.env.profiles import sample_factors
-from rhythm_core.env.spec import ACTION_INDEX, BELIEF_DIMS, METERS, STEPS_PER_EPISODE, true_belief
+from rhythm_core.env.spec import ACTION_INDEX, METERS, STEPS_PER_EPISODE, true_belief
 from rhythm_core.protocol import SYSTEM_PROMPT, parse_answer
 from rhythm_core.teacher.run import TeacherSettings, run_teacher
 from rhythm_core.teacher.trajectories import read_trajectories
+
+
+def build_sft_dataset(records, **kwargs):
+    """These tests pin what they check: the table format with the teacher's reasoning unless they ask
+    for another (the recipe's defaults, chat_labeled + evidence, are tested in test_evidence.py)."""
+    return build_recipe_dataset(records, **{"prompt_format": "table", "reasoning": "full", **kwargs})
+
 
 SEEDS = list(range(1000, 1012))
 CANARY = "hf_" + "CANARYtokenDoNotLeak0123456789abcdef"  # built, so no token-shaped literal is committed
@@ -81,7 +88,7 @@ def test_chat_format_is_one_conversation_per_episode(records):
     from rhythm_core.protocol import render_chat_turn
 
     chat = build_sft_dataset(records, validation_fraction=0.2, prompt_format="chat")
-    assert dataset_format(chat) == {"prompt_format": "chat", "reasoning": "full", "belief_decimals": 2}
+    assert dataset_format(chat) == {"prompt_format": "chat", "reasoning": "full"}
     assert sum(len(chat[s]) for s in chat) == len(SEEDS)
     for _, row in _rows(chat):
         record = next(r for r in records if r["seed"] == row["seed"])
@@ -100,13 +107,12 @@ def test_chat_format_is_one_conversation_per_episode(records):
     assert "prompt format | chat" in dataset_card(chat, PROVENANCE)
 
 
-def test_labeled_chat_format_with_one_decimal_beliefs(records):
+def test_labeled_chat_format(records):
     from rhythm_core.data.sft_dataset import dataset_format
     from rhythm_core.protocol import render_labeled_turn
 
-    data = build_sft_dataset(records, validation_fraction=0.2, prompt_format="chat_labeled", reasoning="none",
-                             belief_decimals=1)
-    assert dataset_format(data) == {"prompt_format": "chat_labeled", "reasoning": "none", "belief_decimals": 1}
+    data = build_sft_dataset(records, validation_fraction=0.2, prompt_format="chat_labeled", reasoning="none")
+    assert dataset_format(data) == {"prompt_format": "chat_labeled", "reasoning": "none"}
     assert sum(len(data[s]) for s in data) == len(SEEDS)
     for _, row in _rows(data):
         record = next(r for r in records if r["seed"] == row["seed"])
@@ -116,29 +122,8 @@ def test_labeled_chat_format_with_one_decimal_beliefs(records):
         answers = [parse_answer(m["content"]) for m in row["messages"] if m["role"] == "assistant"]
         assert [a.action for a in answers] == record["actions"]
         for answer, step in zip(answers, record["steps"]):
-            assert answer.belief == {d: round(v, 1) + 0.0 for d, v in step["parsed"]["belief"].items()}
+            assert answer.belief == {d: round(v, 2) + 0.0 for d, v in step["parsed"]["belief"].items()}
     assert "prompt format | chat_labeled" in dataset_card(data, PROVENANCE)
-    with pytest.raises(ValueError, match="belief_decimals"):
-        build_sft_dataset(records, prompt_format="chat", belief_decimals=0)
-
-
-def test_update_reasoning_is_the_change_of_the_rounded_belief(records):
-    for decimals in (1, 2):
-        data = build_sft_dataset(records, validation_fraction=0.2, prompt_format="chat_labeled", reasoning="update",
-                                 belief_decimals=decimals)
-        for _, row in _rows(data):
-            previous = {d: 0.5 for d in BELIEF_DIMS}
-            for message in row["messages"]:
-                if message["role"] != "assistant":
-                    continue
-                answer = parse_answer(message["content"])
-                words = answer.reasoning.split()
-                assert words[0::2] == list(BELIEF_DIMS)
-                for dim, change in zip(BELIEF_DIMS, words[1::2]):
-                    assert change[0] in "+-" and len(change.split(".")[1]) == decimals
-                    # the stated belief is exactly the previous one plus the stated change
-                    assert answer.belief[dim] == pytest.approx(round(previous[dim] + float(change), decimals))
-                previous = answer.belief
 
 
 def test_reasoning_none_keeps_belief_and_action_only(records):
@@ -310,7 +295,10 @@ def test_env_state_restores_the_prompt_state(records, built):
 # ---- eval seeds ---------------------------------------------------------------------------------
 def test_check_no_eval_seeds(records, eval_record, built):
     assert check_no_eval_seeds(built) == []
-    leaked = build_sft_dataset(records + [eval_record], validation_fraction=0.2)
+    # the builder refuses evaluation seeds; a dataset made some other way is still caught by the check
+    with pytest.raises(ValueError, match="seed 5 is not a training seed"):
+        build_sft_dataset(records + [eval_record], validation_fraction=0.2)
+    leaked = datasets.DatasetDict({**built, "validation": built["validation"].map(lambda row: {"seed": 5})})
     assert check_no_eval_seeds(leaked) == [("continuous", 5)]
     assert "evaluation seeds present | continuous 5" in dataset_card(leaked, PROVENANCE)
 

@@ -1,102 +1,153 @@
-"""The "evidence" reasoning (teacher/evidence.py): the teacher's inference as a running sum of
-per-step increments, each an exact function of what the conversation shows."""
+"""The "evidence" reasoning (teacher/evidence.py): the distilled teacher's inference as a running sum
+of per-step increments, each an exact function of what the conversation shows, fitted on the
+records the dataset is built from."""
 
+import copy
+
+import datasets
 import numpy as np
 import pytest
 
 from rhythm_core.agents import BayesAgent
 from rhythm_core.agents.simple import HeuristicAgent
 from rhythm_core.cli import main
-from rhythm_core.data.sft_dataset import build_sft_dataset, build_student_context_conversations, dataset_format
+from rhythm_core.data.sft_dataset import build_sft_dataset, dataset_format, evidence_readout
 from rhythm_core.env import VectorRhythmEnv
-from rhythm_core.env.spec import ACTIONS, BELIEF_DIMS, METERS, SLOTS
+from rhythm_core.env.spec import ACTIONS, BELIEF_DIMS, METERS, SLOTS, STEPS_PER_EPISODE
 from rhythm_core.protocol import parse_answer
-from rhythm_core.teacher.evidence import FIT_SEEDS, evidence_chain, evidence_increment, evidence_weights
-from rhythm_core.teacher.run import TeacherSettings, run_teacher
+from rhythm_core.teacher.evidence import MIN_FIT_EPISODES, ReadoutFitError, fit_evidence_readout
+from rhythm_core.teacher.run import TeacherSettings, bayes_records, run_teacher
 from rhythm_core.teacher.trajectories import read_trajectories
 
+FIT = np.arange(1000, 1300)  # the teacher weeks a dataset would be built from
 HELD_OUT = np.arange(6000, 6200)  # continuous training seeds the read-out was not fitted on
 
 
 def _play(agent, seeds):
-    """Observation dicts per episode (as trajectory records hold them), the agent's final belief,
-    and the true belief."""
+    """Observations per episode (as the prompt renders them), the agent's final belief, the truth."""
     env = VectorRhythmEnv("continuous")
     obs, _ = env.reset(seeds)
     agent.reset(env)
     histories, final = [[] for _ in seeds], None
-    for _ in range(len(SLOTS) * 7):
+    for _ in range(STEPS_PER_EPISODE):
         for n in range(len(seeds)):
-            histories[n].append(obs.item(n).to_dict())
+            histories[n].append(obs.item(n))
         decision = agent.act(obs)
         final = decision.beliefs
         obs, *_ = env.step(decision.actions)
     return histories, final, env.true_belief
 
 
-def test_the_running_evidence_belief_infers_the_person_nearly_as_well_as_the_teacher():
-    assert not set(HELD_OUT) & set(FIT_SEEDS)
+@pytest.fixture(scope="module")
+def teacher_weeks():
+    records = bayes_records(TeacherSettings(), "continuous", FIT)
+    histories, _, _ = _play(BayesAgent(), FIT)
+    return list(zip(records, histories))
+
+
+def test_the_read_out_fitted_on_teacher_records_infers_the_person_nearly_as_well_as_the_teacher(teacher_weeks):
+    readout = fit_evidence_readout(teacher_weeks[:270], teacher_weeks[270:])
+    assert readout.fit["fit_weeks"] == 270 and readout.fit["reliable"]
+    held = readout.fit["held_out"]["continuous"]
+    assert held["weeks"] == 30 and held["mae_vs_teacher"] < 0.5 * held["constant_mae_vs_teacher"]  # 0.04 vs 0.17
     histories, teacher_final, truth = _play(BayesAgent(), HELD_OUT)
-    chain = np.array([evidence_chain(h)[1][-1] for h in histories])
-    chain_mae = np.abs(chain - truth).mean()
-    constant_mae = np.abs(0.5 - truth).mean()
-    teacher_mae = np.abs(teacher_final - truth).mean()
-    assert chain_mae < 0.6 * constant_mae  # measured 0.106 against 0.218
-    assert chain_mae < teacher_mae + 0.025  # measured 0.106 against the teacher's 0.098
+    chain = np.array([readout.chain(h)[1][-1] for h in histories])
+    chain_mae, constant_mae = np.abs(chain - truth).mean(), np.abs(0.5 - truth).mean()
+    assert chain_mae < 0.6 * constant_mae  # measured 0.108 against 0.218
+    assert chain_mae < np.abs(teacher_final - truth).mean() + 0.025  # the teacher: 0.098
     # under another policy's actions it still reads the person (the student will not act like the teacher)
     heuristic_histories, _, heuristic_truth = _play(HeuristicAgent(), HELD_OUT)
-    heuristic_chain = np.array([evidence_chain(h)[1][-1] for h in heuristic_histories])
-    assert np.abs(heuristic_chain - heuristic_truth).mean() < 0.7 * np.abs(0.5 - heuristic_truth).mean()  # 0.135, 0.218
+    heuristic_chain = np.array([readout.chain(h)[1][-1] for h in heuristic_histories])
+    assert np.abs(heuristic_chain - heuristic_truth).mean() < 0.7 * np.abs(0.5 - heuristic_truth).mean()
 
 
-def test_each_belief_is_the_previous_plus_the_increment_the_shown_anomaly_carries():
-    histories, _, _ = _play(BayesAgent(), HELD_OUT[:5])
-    weights, intercept = evidence_weights()
-    assert weights.shape == (len(ACTIONS), len(SLOTS), len(METERS), len(BELIEF_DIMS))
+def test_the_read_out_learns_the_distilled_teachers_inference_not_the_bayesian_one(teacher_weeks):
+    # a teacher whose stated beliefs are the mirror image of the Bayesian one's: the read-out follows it
+    mirrored = []
+    for record, history in teacher_weeks:
+        record = copy.deepcopy(record)
+        for step in record["steps"]:
+            step["parsed"]["belief"] = {d: 1.0 - v for d, v in step["parsed"]["belief"].items()}
+        mirrored.append((record, history))
+    original = fit_evidence_readout(teacher_weeks[:270])
+    readout = fit_evidence_readout(mirrored[:270], mirrored[270:])
+    assert readout.fit["held_out"]["continuous"]["mae_vs_teacher"] < 0.06
+    histories, _, _ = _play(BayesAgent(), HELD_OUT[:50])
     for history in histories:
-        increments, beliefs = evidence_chain(history)
-        assert np.allclose(beliefs[0], np.round(intercept, 2)) and not increments[0].any()
+        assert readout.final_belief(history, STEPS_PER_EPISODE - 1) == pytest.approx(
+            1.0 - original.final_belief(history, STEPS_PER_EPISODE - 1), abs=1e-6)
+
+
+def test_each_belief_is_the_previous_plus_the_increment_the_shown_anomaly_carries(teacher_weeks):
+    readout = fit_evidence_readout(teacher_weeks)
+    assert readout.weights.shape == (len(ACTIONS), len(SLOTS), len(METERS), len(BELIEF_DIMS))
+    histories, _, _ = _play(BayesAgent(), HELD_OUT[:5])
+    for history in histories:
+        increments, beliefs = readout.chain(history)
+        assert np.allclose(beliefs[0], np.round(readout.intercept, 2)) and not increments[0].any()
         for t in range(1, len(history)):
-            shown = [round(history[t]["anomaly"][m], 2) for m in METERS]
-            action = ACTIONS.index(history[t]["last_action"])
-            assert np.allclose(increments[t], evidence_increment(action, (t - 1) % len(SLOTS), shown))
+            shown = np.round(history[t].anomaly, 2)  # what the prompt shows
+            action = ACTIONS.index(history[t].last_action)
+            assert np.allclose(increments[t], readout.increment(action, (t - 1) % len(SLOTS), shown))
             assert np.allclose(beliefs[t], np.clip(np.round(beliefs[t - 1] + increments[t], 2), 0, 1))
     with pytest.raises(ValueError, match="step 1: an observation after the first needs"):
-        evidence_chain([histories[0][0], {**histories[0][1], "anomaly": None}])
+        readout.chain([histories[0][0].to_dict(), {**histories[0][1].to_dict(), "anomaly": None}])
+    # it survives the dataset's build info
+    assert np.allclose(type(readout).from_dict(readout.to_dict()).weights, readout.weights, atol=1e-6)
 
 
-def test_evidence_answers_carry_the_chain_and_the_teachers_actions(tmp_path):
-    run_teacher(TeacherSettings(), "continuous", [1200, 1201], tmp_path / "teacher.jsonl")
+def test_a_read_out_needs_stated_beliefs_and_flags_a_small_fit(teacher_weeks):
+    silent = []
+    for record, history in teacher_weeks[:20]:
+        record = copy.deepcopy(record)
+        for step in record["steps"]:
+            step["parsed"]["belief"] = None
+        silent.append((record, history))
+    with pytest.raises(ReadoutFitError, match="none of the 20 training weeks states a valid belief"):
+        fit_evidence_readout(silent)
+    small = fit_evidence_readout(teacher_weeks[:20])
+    assert not small.fit["reliable"] and str(MIN_FIT_EPISODES) in small.fit["warning"]
+
+
+def test_evidence_answers_carry_the_chain_fitted_on_the_train_split(tmp_path):
+    run_teacher(TeacherSettings(), "continuous", range(1200, 1240), tmp_path / "teacher.jsonl")
     records = read_trajectories(tmp_path / "teacher.jsonl").records
-    data = build_sft_dataset(records, prompt_format="chat_labeled", reasoning="evidence")
-    rows = list(data["train"]) + list(data["validation"])
-    assert len(rows) == 2
-    for row in rows:
-        record = next(r for r in records if int(r["seed"]) == row["seed"])
-        answers = [parse_answer(m["content"]) for m in row["messages"] if m["role"] == "assistant"]
-        increments, beliefs = evidence_chain([s["observation"] for s in record["steps"]])
-        assert [a.action for a in answers] == record["actions"]
-        for t, answer in enumerate(answers):
-            assert answer.belief_array() == pytest.approx(beliefs[t])
-            stated = [float(x) for x in answer.reasoning.split()[1::2]]
-            assert stated == pytest.approx(increments[t].tolist())
-    # the CLI builds the same dataset
-    assert main(["dataset", "--jsonl", str(tmp_path / "teacher.jsonl"), "--out", str(tmp_path / "sft"),
-                 "--prompt-format", "chat_labeled", "--reasoning", "evidence"]) == 0
-    import datasets
+    data = build_sft_dataset(records)  # the defaults are the recipe
+    assert dataset_format(data) == {"prompt_format": "chat_labeled", "reasoning": "evidence"}
+    readout = evidence_readout(data)
+    assert readout.fit["fit_weeks"] == len(data["train"]) and readout.fit["held_out"]["continuous"]["weeks"] == len(
+        data["validation"])
+    for split in ("train", "validation"):
+        for row in data[split]:
+            record = next(r for r in records if int(r["seed"]) == row["seed"])
+            answers = [parse_answer(m["content"]) for m in row["messages"] if m["role"] == "assistant"]
+            assert [a.action for a in answers] == record["actions"]
+            stated = np.array([[float(x) for x in a.reasoning.split()[1::2]] for a in answers])
+            beliefs = np.array([a.belief_array() for a in answers])
+            assert np.allclose(beliefs[0], np.round(readout.intercept, 2))
+            assert np.allclose(beliefs[1:], np.clip(np.round(beliefs[:-1] + stated[1:], 2), 0, 1))
+    # the CLI builds the same dataset, and its card states the read-out's fit
+    assert main(["dataset", "--jsonl", str(tmp_path / "teacher.jsonl"), "--out", str(tmp_path / "sft")]) == 0
     built = datasets.load_from_disk(str(tmp_path / "sft"))
-    assert dataset_format(built) == {"prompt_format": "chat_labeled", "reasoning": "evidence", "belief_decimals": 2}
     assert built["train"]["messages"] == data["train"]["messages"]
     card = (tmp_path / "sft" / "README.md").read_text()
-    assert "reasoning evidence" in card and "not the teacher's own" in card
-    with pytest.raises(ValueError, match="belief_decimals must be 2"):
-        build_sft_dataset(records, prompt_format="chat_labeled", reasoning="evidence", belief_decimals=1)
-    with pytest.raises(ValueError, match="cannot label the student's own context"):
-        build_student_context_conversations([], prompt_format="chat_labeled", reasoning="evidence")
-    # and an SFT run refuses that DAgger setting before training, not after the main phase
-    from rhythm_core.training.sft import SFTRunConfig, _check_dagger
-    from rhythm_core.training.tiny import train_tokenizer
+    assert "reasoning evidence" in card and "read-out fit, MAE vs the teacher's own last belief" in card
+    assert "read-out warning" in card  # 36 training weeks are fewer than a reliable fit needs
 
-    with pytest.raises(ValueError, match="cannot carry the 'evidence' reasoning"):
-        _check_dagger(SFTRunConfig(dagger_rounds=1, dagger_context="student"), [("continuous", 1200, "bayes")],
-                      dataset_format(data), train_tokenizer(["a 0.5"], 300))
+
+def test_evaluation_seeds_never_reach_training_data_on_any_path(tmp_path, capsys):
+    # the CLI refuses them for training data ...
+    assert main(["teacher", "--seeds", "5-9", "--out", str(tmp_path / "eval.jsonl")]) == 2
+    assert "seed 5 is not a training seed" in capsys.readouterr().err
+    assert not (tmp_path / "eval.jsonl").exists()
+    # ... an explicit evaluation purpose works on evaluation seeds only, and the dataset refuses those records
+    assert main(["teacher", "--seeds", "5-6", "--purpose", "evaluation", "--out", str(tmp_path / "eval.jsonl")]) == 0
+    assert main(["teacher", "--seeds", "1000", "--purpose", "evaluation", "--out", str(tmp_path / "x.jsonl")]) == 2
+    evaluation = read_trajectories(tmp_path / "eval.jsonl").records
+    assert {r["purpose"] for r in evaluation} == {"evaluation"}
+    with pytest.raises(ValueError, match="never enters training data"):
+        build_sft_dataset(evaluation)
+    # records on an evaluation seed without the stamp (another tool wrote them) are refused as well
+    unstamped = [{k: v for k, v in r.items() if k != "purpose"} for r in evaluation]
+    with pytest.raises(ValueError, match=r"records\[0\] \(episode continuous seed 5\): seed 5 is not a training seed"):
+        build_sft_dataset(unstamped, reasoning="none")

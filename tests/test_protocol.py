@@ -420,9 +420,6 @@ def test_labeled_chat_turn_names_the_meter_before_every_number(full_history):
     assert [m["content"] for m in messages if m["role"] == "assistant"] == answers
 
 
-def test_format_answer_rounds_beliefs_to_the_asked_decimals():
-    coarse = json.loads(format_answer("NAP", [0.349, 0.66, 1.2], "", belief_decimals=1))
-    assert coarse["belief"] == {"social": 0.3, "morning": 0.7, "work": 1.0}
-    assert json.loads(format_answer("NAP", [0.349, 0.66, 1.2], ""))["belief"]["social"] == 0.35
-    with pytest.raises(ValueError, match="belief_decimals"):
-        format_answer("NAP", [0.3, 0.6, 0.9], "", belief_decimals=3)
+def test_format_answer_rounds_beliefs_to_two_decimals():
+    assert json.loads(format_answer("NAP", [0.349, 0.66, 1.2], ""))["belief"] == {"social": 0.35, "morning": 0.66,
+                                                                                  "work": 1.0}

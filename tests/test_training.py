@@ -103,11 +103,9 @@ def test_lora_path_trains_an_adapter_and_reloads_merged(short_dataset, tmp_path)
     from rhythm_core.training.models import load_model_and_tokenizer
     from rhythm_core.training.sft import SFTRunConfig, run_sft
 
-    result = run_sft(SFTRunConfig(max_steps=4, use_lora=True, merge_lora=True, learning_rate=1e-3, eval_examples=8,
-                                  dagger_rounds=1, dagger_episodes=1, dagger_steps=1),
+    result = run_sft(SFTRunConfig(max_steps=4, use_lora=True, merge_lora=True, learning_rate=1e-3, eval_examples=8),
                      short_dataset / "sft", tmp_path / "lora")
-    # a DAgger round (table format: one example per labeled step) continues the same adapter
-    assert (result["steps"], result["dagger_examples"]) == (5, STEPS_PER_EPISODE)
+    assert result["steps"] == 4
     model_dir = Path(result["model_dir"])
     assert (model_dir / "adapter_config.json").exists() and not (model_dir / "model.safetensors").exists()
     assert 0 < result["trainable_parameters"] < result["total_parameters"]
@@ -116,73 +114,73 @@ def test_lora_path_trains_an_adapter_and_reloads_merged(short_dataset, tmp_path)
     assert not hasattr(model, "peft_config")
 
 
-def test_chat_format_trains_plays_its_own_conversation_and_feeds_grpo(tmp_path):
-    """The chat prompt format end to end: the dataset's format reaches the checkpoint, the policy
-    keeps one conversation per episode with its own answers in it, and GRPO prompts are
-    conversation prefixes ending at a user turn with the env state of that decision."""
+def test_the_recipe_trains_on_windows_plays_its_own_conversation_and_feeds_grpo(tmp_path):
+    """The default recipe end to end: an evidence dataset in the labeled chat format; SFT on the
+    windows a student with `context_turns` sees, its format recorded in the checkpoint; the policy
+    keeps one conversation per episode with its own answers in it and shows the student its window;
+    GRPO prompts are those windows, ending at a user turn, with the env state of that decision."""
     import datasets
 
     from rhythm_core.data.sft_dataset import build_sft_dataset, save_sft_dataset
     from rhythm_core.env import EnvState
+    from rhythm_core.protocol import conversation_window
     from rhythm_core.teacher.run import TeacherSettings, run_teacher
     from rhythm_core.teacher.trajectories import read_trajectories
     from rhythm_core.training.generation import SamplingConfig
     from rhythm_core.training.grpo import GRPORunConfig, _teacher_prompts
     from rhythm_core.training.policy import LLMPolicyAgent
-    from rhythm_core.training.sft import SFTRunConfig, run_sft, with_system_prompt
+    from rhythm_core.training.sft import SFTRunConfig, conversation_windows, run_sft, with_system_prompt
 
     run_teacher(TeacherSettings(), "continuous", range(1100, 1108), tmp_path / "teacher.jsonl")
     records = read_trajectories(tmp_path / "teacher.jsonl").records
-    save_sft_dataset(build_sft_dataset(records, validation_fraction=0.25, prompt_format="chat", reasoning="none"),
-                     tmp_path / "sft", {"note": "chat"})
+    save_sft_dataset(build_sft_dataset(records, validation_fraction=0.25), tmp_path / "sft", {"note": "recipe"})
+    weeks = datasets.load_from_disk(str(tmp_path / "sft"))
+    # windows of 3 turns: every answer supervised once, the answer before a tile as context without loss
+    windows = conversation_windows(weeks["train"], 3)
+    assert len(windows) == len(weeks["train"]) * 10  # ceil(28 / 3) tiles a week
+    first, second = windows[0]["messages"], windows[1]["messages"]
+    assert [m["role"] for m in first] == ["system"] + ["user", "assistant"] * 3 and all(m["train"] for m in first)
+    assert [m["train"] for m in second if m["role"] == "assistant"] == [False, True, True, True]
+    assert second[2]["content"] == first[-1]["content"]  # the context is the previous tile's last answer
+    supervised = sum(m["role"] == "assistant" and m["train"] for w in windows for m in w["messages"])
+    assert supervised == len(weeks["train"]) * STEPS_PER_EPISODE
+
     logs = []
     result = run_sft(SFTRunConfig(max_steps=4, per_device_train_batch_size=2, eval_examples=2, logging_steps=1,
-                                  short_context_steps=3, short_context_length=256, dagger_rounds=1,
-                                  dagger_episodes=2, dagger_steps=2, dagger_context="student",
-                                  dagger_labels_per_week=3),
+                                  context_turns=3),
                      tmp_path / "sft", tmp_path / "sft_out", on_log=logs.append)
-    # three steps on each week's first 256 tokens, four on whole weeks, two after a DAgger round: one run
-    assert (result["steps"], result["short_context_steps"]) == (9, 3)
-    assert [e["step"] for e in logs if "loss" in e] == [1, 2, 3, 4, 5, 6, 7, 8, 9]
-    phases = [e.get("phase") for e in json.loads(open(result["path"] + "/metrics.json").read())["log_history"]
-              if "loss" in e]
-    assert phases == ["short_context"] * 3 + [None] * 4 + ["dagger_1"] * 2
-    # the round played two of the dataset's training weeks; the teacher's labels, in conversations of the
-    # student's own answers, joined the training data
-    (dagger,) = result["dagger_rounds"]
-    assert (dagger["episodes"], dagger["labeled_steps"], result["dagger_examples"]) == (2, 2 * STEPS_PER_EPISODE, 2)
-    train_seeds = set(datasets.load_from_disk(str(tmp_path / "sft"))["train"]["seed"])
-    played = read_trajectories(dagger["records"]).records
-    assert {r["seed"] for r in played} <= train_seeds and all(r["purpose"] == "dagger" for r in played)
-    assert any(e.get("dagger_round") == 1 for e in logs)
+    assert result["steps"] == 4 and [e["step"] for e in logs if "loss" in e] == [1, 2, 3, 4]
     info = json.loads(open(result["model_dir"] + "/rhythm_checkpoint.json").read())
-    assert (info["prompt_format"], info["reasoning"]) == ("chat", "none") and result["prompt_format"] == "chat"
+    assert (info["prompt_format"], info["reasoning"], info["context_turns"]) == ("chat_labeled", "evidence", 3)
+    assert result["prompt_format"] == "chat_labeled" and result["context_turns"] == 3
 
     agent = LLMPolicyAgent.from_checkpoint(result["model_dir"], sampling=SamplingConfig(max_new_tokens=6))
-    assert agent.prompt_format == "chat"
+    assert (agent.prompt_format, agent.context_turns) == ("chat_labeled", 3)
     env = VectorRhythmEnv("continuous")
     obs, _ = env.reset([9000, 9001])
     agent.reset(env)
-    for t in range(3):
+    for t in range(5):
         decision = agent.act(obs)
         messages = agent.last_messages[0]
-        assert [m["role"] for m in messages] == ["system"] + ["user", "assistant"] * t + ["user"]
-        assert [m["content"] for m in messages if m["role"] == "assistant"] == agent.answers[0][:t]
+        shown = t if t < 3 else t - 3 + 1  # a new tile at step 3 opens with step 2 as context
+        assert [m["role"] for m in messages] == ["system"] + ["user", "assistant"] * shown + ["user"]
+        assert [m["content"] for m in messages if m["role"] == "assistant"] == agent.answers[0][t - shown:t]
         obs, *_ = env.step(decision.actions)
-    assert agent.answers[1][2] == decision.reasoning[1]  # its own raw answer stays in its conversation
+    assert agent.answers[1][4] == decision.reasoning[1]  # its own raw answer stays in its conversation
 
-    # the teacher-forced belief probe reads every answer's belief numbers and the model's choice at each
+    # the teacher-forced belief probe reads the student's windows and every answer's numbers
     from rhythm_core.evaluation.belief_probe import belief_probe
 
     probe = belief_probe(result["model_dir"], tmp_path / "sft", episodes=2)
     assert probe["episodes"] == 2 and probe["steps"] == STEPS_PER_EPISODE
     assert all(len(curve) == STEPS_PER_EPISODE for curve in probe["curves"].values())
-    validation = datasets.load_from_disk(str(tmp_path / "sft"))["validation"].select(range(2))
+    validation = weeks["validation"].select(range(2))
     stated = [[parse_answer(m["content"]).belief_array() for m in row["messages"] if m["role"] == "assistant"]
               for row in validation]
     expected = np.mean([np.abs(s[-1] - np.asarray(row["true_belief"])).mean() for s, row in zip(stated, validation)])
     assert probe["teacher_belief_mae"] == pytest.approx(expected, abs=1e-4)
     assert probe["copy_vs_teacher"] > 0.0 and 0.0 <= probe["number_rate"] <= 1.0
+    assert probe["zero_update_vs_teacher"] > 0.0  # the evidence increments are read too
     # four steps of training: where the model writes no number there is no MAE to report (None, not NaN)
     assert probe["probe_belief_mae"] is None or 0.0 <= probe["probe_belief_mae"] <= 1.0
     save_sft_dataset(build_sft_dataset(records, validation_fraction=0.25, prompt_format="table", reasoning="none"),
@@ -190,12 +188,14 @@ def test_chat_format_trains_plays_its_own_conversation_and_feeds_grpo(tmp_path):
     with pytest.raises(ValueError, match="one conversation per episode"):
         belief_probe(result["model_dir"], tmp_path / "sft_table")
 
-    teacher = with_system_prompt(datasets.load_from_disk(str(tmp_path / "sft"))["train"], "compact")
-    prompts = _teacher_prompts(teacher, GRPORunConfig(teacher_prompts=20, seed=1))
+    teacher = with_system_prompt(weeks["train"], "compact")
+    prompts = _teacher_prompts(teacher, GRPORunConfig(teacher_prompts=20, seed=1), context_turns=3)
     assert len(prompts) == 20
     for row in prompts:
         assert row["prompt"][-1]["role"] == "user" and row["prompt"][0]["role"] == "system"
-        assert sum(m["role"] == "user" for m in row["prompt"]) == row["step"] + 1
+        full = next(r for r in teacher if r["seed"] == row["seed"])["messages"]
+        users = [n for n, m in enumerate(full) if m["role"] == "user"]
+        assert row["prompt"] == conversation_window(full[: users[row["step"]] + 1], 3)
         assert EnvState.from_json(row["env_state"]).step == row["step"]
 
 
@@ -206,7 +206,7 @@ def test_numeric_embeddings_put_near_values_near_each_other():
 
     text = " ".join(f"+0.{i:02d} -0.{i:02d} 0.{i:02d} 0.{i // 10}" for i in range(100)) + " day 3 of 28 DEEP_WORK"
     tokenizer = train_tokenizer([text] * 5, vocab_size=1500)
-    plain = build_tiny_model(tokenizer, TinyModelConfig(seed=3)).get_input_embeddings().weight
+    plain = build_tiny_model(tokenizer, TinyModelConfig(seed=3, numeric_embedding_dims=0)).get_input_embeddings().weight
     model = build_tiny_model(tokenizer, TinyModelConfig(seed=3, numeric_embedding_dims=33))
     weight = model.get_input_embeddings().weight.detach()
     assert model.get_output_embeddings().weight.data_ptr() == model.get_input_embeddings().weight.data_ptr()
@@ -226,7 +226,7 @@ def test_numeric_embeddings_put_near_values_near_each_other():
         build_tiny_model(tokenizer, TinyModelConfig(numeric_embedding_dims=1))
 
 
-def test_belief_probe_reads_update_and_belief_numbers_where_the_model_would_write_them():
+def test_belief_probe_reads_increment_and_belief_numbers_where_the_model_would_write_them():
     import torch
 
     from rhythm_core.evaluation.belief_probe import _UPDATE_NUMBER, _belief_numbers

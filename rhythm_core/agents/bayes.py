@@ -110,8 +110,8 @@ class BayesAgent(Agent):
         return Decision(actions=actions, beliefs=belief, reasoning=reasoning)
 
     def observe_actions(self, actions: np.ndarray) -> None:
-        """The actions really taken after the last `act` when someone else acted (DAgger: the
-        student plays, the teacher labels): the next update explains the anomalies by these."""
+        """The actions really taken after the last `act` when someone else acted (a student plays,
+        the teacher follows): the next update explains the anomalies by these."""
         self._prev_action = np.asarray(actions, dtype=np.int64).copy()
 
 

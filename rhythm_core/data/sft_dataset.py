@@ -19,32 +19,26 @@ beliefs against it) and `env_state` (JSON of a one-episode `EnvState` at the pro
 `VectorRhythmEnv(condition).restore(EnvState.from_dict(json.loads(row["env_state"])))`: GRPO can
 roll a sampled action forward from exactly the prompt's state).
 
-Two prompt formats (`prompt_format`, recorded in the dataset's build info and card, and from there
-in the checkpoint, so evaluation and GRPO prompt the student the way it was trained):
+Three prompt formats (`prompt_format`, recorded in the dataset's build info and card, and from
+there in the checkpoint, so evaluation and GRPO prompt the student the way it was trained):
 
+- "chat_labeled" (the default): one example per episode: the whole week as one conversation, a user
+  turn per step with only the newest observation row and the state now, every number after its
+  meter's name (`protocol.render_chat_turn`), the teacher's answer after each. With the loss on the
+  assistant turns, one sequence supervises all 28 answers. Columns `steps` and `env_states` hold,
+  per assistant turn, its step and the env state at its prompt. Episodes with a fallback step are
+  left out (the conversation would have to show an answer the teacher did not give).
+- "chat": the same without the meter names.
 - "table": one example per decision, as above: the user turn re-renders the whole week so far.
-- "chat": one example per episode: the whole week as one conversation, a user turn per step with
-  only the newest observation row and the state now (`protocol.render_chat_turn`), the teacher's
-  answer after each. With the loss on the assistant turns, one sequence supervises all 28 answers,
-  and each answer is read beside the earlier ones, so inferring the person becomes a small update
-  per step. Columns `steps` and `env_states` hold, per assistant turn, its step and the env state
-  at its prompt. Episodes with a fallback step are left out (the conversation would have to show an
-  answer the teacher did not give).
 
-DAgger records (`purpose: "dagger"`, teacher/dagger.py) are states a student reached, each step
-labeled with the teacher's answer there: every step gives an example (the label, even where the
-student's own answer was unusable), and the prompts show what the student really did.
-
-`reasoning` chooses what the answer carries: "full" (the teacher's reasoning), "none" (an empty
-reasoning string: belief and action only, a third of the tokens) or "update" (the belief's change
-since the previous step, "social +0.1 morning +0.0 work -0.1", in the answer's own rounding, so the
-new belief is exactly the previous one plus it). "update" gives the student a target it cannot copy
-from its context: the change is what this step's evidence says, the part a student trained only to
-repeat its last belief never learns (benchmarks/README.md). "evidence" has the same shape, but the
-change is the increment a fixed linear read-out of the teacher gives this step's anomaly and the
-belief is the running sum of those increments (teacher/evidence.py): each number is then an exact
-function of what the conversation shows, where the teacher's own change depends on its whole
-history. The actions stay the teacher's. `belief_decimals` (2, or 1) rounds the stated beliefs.
+`reasoning` chooses what the answer carries: "evidence" (the default): the increment a linear
+read-out of this teacher's inference gives this step's anomaly, "social +0.01 morning +0.00 work
++0.05", and the belief is the running sum of those increments (teacher/evidence.py, fitted on the
+training split's weeks against the belief each teacher stated last; its fit is in the build info and
+the card). Each number is then an exact function of what the conversation shows, where the
+teacher's own change depends on its whole history. The actions stay the teacher's. "none": an empty
+reasoning string (belief and action only); "full": the teacher's own reasoning. Beliefs are written
+with 2 decimals.
 
 Train/validation is split by episode, never across one episode's steps, from a hash of (split seed,
 condition, seed): an episode's split does not depend on which other episodes are in the file, so a
@@ -69,19 +63,20 @@ import numpy as np
 import yaml
 
 from ..artifacts import atomic_write_text, publish_dir, staging
-from ..env.conditions import EVAL_SEEDS
+from ..env.conditions import EVAL_SEEDS, check_training_seeds
 from ..env.profiles import sample_factors
 from ..env.spec import BELIEF_DIMS, ENV_VERSION, STEPS_PER_EPISODE, true_belief
 from ..protocol import (
     CHAT_FORMATS,
+    DEFAULT_PROMPT_FORMAT,
+    DEFAULT_REASONING,
     PROMPT_FORMATS,
+    REASONING,
     SYSTEM_PROMPT,
     format_answer,
-    parse_answer,
     render_conversation,
 )
-from ..teacher.dagger import DAGGER_PURPOSE
-from ..teacher.evidence import FIT_CONDITION, FIT_SEEDS, evidence_chain
+from ..teacher.evidence import EvidenceReadout, ReadoutFitError, fit_evidence_readout
 from ..teacher.trajectories import replay, validate_record
 
 SPLITS = ("train", "validation")
@@ -109,7 +104,7 @@ CHAT_FEATURES = datasets.Features(
         "env_states": [datasets.Value("string")],
     }
 )
-REASONING = ("full", "none", "update", "evidence")
+
 _SECRET_KEY = re.compile(r"token|api_?key|secret|password|credential", re.IGNORECASE)
 _HF_TOKEN = re.compile(r"^hf_[A-Za-z0-9]{20,}$")
 
@@ -167,72 +162,33 @@ def _replay_states(condition: str, records: list[dict], keep: list[list[bool]]) 
     return states, observations
 
 
-def belief_update_text(belief: dict, previous: dict | None, decimals: int) -> str:
-    """The "update" reasoning: each belief dimension's change since `previous` (the prior mean 0.5
-    at the first step), after rounding both to `decimals`."""
-    def rounded(value):
-        return round(min(max(float(value), 0.0), 1.0), decimals)
-
-    before = previous or {d: 0.5 for d in BELIEF_DIMS}
-    return " ".join(f"{d} {round(rounded(belief[d]) - rounded(before[d]), decimals) + 0.0:+.{decimals}f}"
-                    for d in BELIEF_DIMS)
-
-
-def _is_labeled(record: dict) -> bool:
-    """A DAgger record: every step carries the teacher's label, whatever the student executed."""
-    return record.get("purpose") == DAGGER_PURPOSE
-
-
-def _episode_answers(record: dict, reasoning: str, belief_decimals: int) -> list[str | None]:
-    if reasoning == "evidence":
-        return _evidence_answers(record)
-    answers, previous = [], None
-    for t, step in enumerate(record["steps"]):
-        text = None
-        if reasoning == "update":
-            belief = (step.get("parsed") or {}).get("belief")
-            if belief is not None and (_is_labeled(record) or not step.get("invalid")):
-                text = belief_update_text(belief, previous, belief_decimals)
-                previous = belief
-        answers.append(_answer(record, step, t, reasoning, belief_decimals, text))
-    return answers
-
-
-def _evidence_answers(record: dict) -> list[str | None]:
-    """The "evidence" answers (teacher/evidence.py): the teacher's action, with the increment this
-    step's anomaly carries as the reasoning and the running evidence belief as the belief."""
-    increments, beliefs = evidence_chain([step["observation"] for step in record["steps"]])
+def _episode_answers(record: dict, reasoning: str, readout: EvidenceReadout | None, observations: list) -> list[str | None]:
+    """Each step's canonical answer (None for a fallback step). Under "evidence" the reasoning is the
+    read-out's increment for this step's anomaly and the belief its running sum; the action stays
+    the teacher's."""
+    if reasoning != "evidence":
+        return [_answer(record, step, t, reasoning) for t, step in enumerate(record["steps"])]
+    increments, beliefs = readout.chain(observations)
     answers = []
     for t, step in enumerate(record["steps"]):
         text = " ".join(f"{d} {v:+.2f}" for d, v in zip(BELIEF_DIMS, increments[t]))
         parsed = {**(step.get("parsed") or {}), "belief": dict(zip(BELIEF_DIMS, beliefs[t].tolist()))}
-        answers.append(_answer(record, {**step, "parsed": parsed}, t, "evidence", 2, text))
+        answers.append(_answer(record, {**step, "parsed": parsed}, t, reasoning, text))
     return answers
 
 
-def _answer(record: dict, step: dict, t: int, reasoning: str = "full", belief_decimals: int = 2,
-            update_text: str | None = None) -> str | None:
+def _answer(record: dict, step: dict, t: int, reasoning: str, evidence_text: str | None = None) -> str | None:
     """The canonical teacher answer of a step, or None for a fallback (invalid) step."""
     parsed = step.get("parsed") or {}
-    if _is_labeled(record):  # the teacher's label for the state the student reached (teacher/dagger.py)
-        if not parsed.get("valid"):
-            raise ValueError(f"{record['condition']} seed {record['seed']} step {t}: a DAgger record's label "
-                             "must be a valid answer")
-    elif step.get("invalid") or not parsed.get("valid"):
+    if step.get("invalid") or not parsed.get("valid"):
         return None
-    elif parsed.get("action") != step.get("action") or step.get("action") != record["actions"][t]:
+    if parsed.get("action") != step.get("action") or step.get("action") != record["actions"][t]:
         raise ValueError(
             f"{record['condition']} seed {record['seed']} step {t}: parsed action {parsed.get('action')!r} is not "
             f"the action taken ({step.get('action')!r})"
         )
-    return _canonical_answer(parsed, reasoning, belief_decimals, update_text)
-
-
-def _canonical_answer(parsed: dict, reasoning: str, belief_decimals: int, update_text: str | None) -> str:
-    """A parsed teacher answer in the dataset's canonical form, carrying what `reasoning` asks for."""
-    text = {"full": parsed.get("reasoning") or "", "update": update_text or "",
-            "evidence": update_text or ""}.get(reasoning, "")
-    return format_answer(parsed["action"], parsed.get("belief"), text, belief_decimals=belief_decimals)
+    text = {"full": parsed.get("reasoning") or "", "evidence": evidence_text or ""}.get(reasoning, "")
+    return format_answer(parsed["action"], parsed.get("belief"), text)
 
 
 def build_sft_dataset(
@@ -241,9 +197,8 @@ def build_sft_dataset(
     validation_fraction: float = 0.1,
     keep_seeds: set[int] | None = None,
     seed: int = 0,
-    prompt_format: str = "table",
-    reasoning: str = "full",
-    belief_decimals: int = 2,
+    prompt_format: str = DEFAULT_PROMPT_FORMAT,
+    reasoning: str = DEFAULT_REASONING,
 ) -> datasets.DatasetDict:
     """Teacher trajectory records -> DatasetDict {"train", "validation"}, one example per valid step.
 
@@ -255,9 +210,6 @@ def build_sft_dataset(
         raise ValueError(f"unknown prompt_format {prompt_format!r}; allowed: {', '.join(PROMPT_FORMATS)}")
     if reasoning not in REASONING:
         raise ValueError(f"unknown reasoning {reasoning!r}; allowed: {', '.join(REASONING)}")
-    if reasoning == "evidence" and belief_decimals != 2:
-        raise ValueError(f"reasoning 'evidence' writes its running belief on the 2-decimal grid; belief_decimals "
-                         f"must be 2, got {belief_decimals}")
     if keep_seeds is not None:
         keep_seeds = {int(s) for s in keep_seeds}
     chosen, seen = [], set()
@@ -269,6 +221,10 @@ def build_sft_dataset(
         if record.get("purpose") == "evaluation":
             raise ValueError(f"episode {key[0]} seed {key[1]} is the teacher's play on an evaluation seed "
                              "(purpose 'evaluation'); it never enters training data")
+        try:  # evaluation seeds never become training data, whatever path built the records
+            check_training_seeds(key[0], [key[1]])
+        except ValueError as err:
+            raise ValueError(f"records[{n}] (episode {key[0]} seed {key[1]}): {err}") from None
         seen.add(key)
         if keep_seeds is None or key[1] in keep_seeds:
             chosen.append(record)
@@ -280,15 +236,24 @@ def build_sft_dataset(
     features = CHAT_FEATURES if prompt_format in CHAT_FORMATS else FEATURES
     columns = {split: {name: [] for name in features} for split in SPLITS}
     dropped_episodes = 0
+    replayed = {}  # condition -> (its records, env states, observations), every step
     for condition in sorted({r["condition"] for r in chosen}):
         group = [r for r in chosen if r["condition"] == condition]
         for r in group:
             for t, step in enumerate(r["steps"]):
                 if step.get("step", t) != t:
                     raise ValueError(f"{condition} seed {r['seed']}: steps[{t}] has step {step.get('step')!r}")
-        answers = [_episode_answers(r, reasoning, belief_decimals) for r in group]
-        keep = [[a is not None or prompt_format in CHAT_FORMATS for a in ans] for ans in answers]
-        states, observations = _replay_states(condition, group, keep)
+        replayed[condition] = (group, *_replay_states(condition, group, [[True] * STEPS_PER_EPISODE for _ in group]))
+    readout = None
+    if reasoning == "evidence":  # fitted on the training split's weeks, measured on the validation split's
+        weeks = {split: [(r, obs) for group, _, observations in replayed.values() for r, obs in zip(group, observations)
+                         if split_of[(r["condition"], int(r["seed"]))] == split] for split in SPLITS}
+        try:
+            readout = fit_evidence_readout(weeks["train"], weeks["validation"])
+        except ReadoutFitError as err:
+            raise ValueError(f"reasoning 'evidence': {err}") from None
+    for condition, (group, states, observations) in replayed.items():
+        answers = [_episode_answers(r, reasoning, readout, history) for r, history in zip(group, observations)]
         beliefs = true_belief(sample_factors(condition, [int(r["seed"]) for r in group]))
         for r, ans, st, history, belief in zip(group, answers, states, observations, beliefs):
             out = columns[split_of[(condition, int(r["seed"]))]]
@@ -326,7 +291,7 @@ def build_sft_dataset(
         "keep_seeds_filter": keep_seeds is not None,
         "prompt_format": prompt_format,
         "reasoning": reasoning,
-        "belief_decimals": belief_decimals,
+        **({"evidence_readout": readout.to_dict()} if readout is not None else {}),
         "episodes_dropped_for_fallback_steps": dropped_episodes,
     }
     info = datasets.DatasetInfo(description=json.dumps(build, sort_keys=True), features=features)
@@ -335,70 +300,17 @@ def build_sft_dataset(
     )
 
 
-def build_student_context_conversations(records: list[dict], *, prompt_format: str, reasoning: str = "none",
-                                        belief_decimals: int = 2, labels_per_week: int = 7,
-                                        seed: int = 0) -> datasets.Dataset:
-    """DAgger records -> conversations whose context is the student's own play: one row per week,
-    the assistant turns the student's answers as it generated them (`train: False`, no loss) except
-    at `labels_per_week` seeded steps, which hold the teacher's label (`train: True`). The row ends at
-    its last label.
-
-    Why: in teacher data every earlier answer in the conversation is the teacher's, so a student can
-    predict the next belief by copying the last one; in its own play the earlier beliefs are its own.
-    Here the target is the teacher's belief while the context holds the student's, so copying is
-    wrong wherever the student was wrong. With `reasoning: update` a label's change is measured from
-    the last belief the context states (the student's own), so it is the correction to make.
-    Only the chat formats show earlier answers; a chat template needs the `train` flag honoured
-    (the tiny model's does; training/sft.py checks).
-    """
-    if prompt_format not in CHAT_FORMATS:
-        raise ValueError(f"student-context conversations need a chat prompt format ({', '.join(CHAT_FORMATS)}), "
-                         f"got {prompt_format!r}")
-    if reasoning == "evidence":
-        raise ValueError("reasoning 'evidence' cannot label the student's own context: its belief is a running sum "
-                         "over the whole conversation, which the student's earlier answers would break; use "
-                         "dagger_context 'teacher'")
-    if not 1 <= labels_per_week <= STEPS_PER_EPISODE:
-        raise ValueError(f"labels_per_week must be in 1..{STEPS_PER_EPISODE}, got {labels_per_week}")
-    for n, record in enumerate(records):
-        validate_record(record, "<records>", n + 1)
-        if not _is_labeled(record):
-            raise ValueError(f"{record['condition']} seed {record['seed']}: not a DAgger record (purpose 'dagger')")
-    rows = []
-    for condition in sorted({r["condition"] for r in records}):
-        group = sorted((r for r in records if r["condition"] == condition), key=lambda r: int(r["seed"]))
-        every = [[True] * STEPS_PER_EPISODE for _ in group]
-        _, observations = _replay_states(condition, group, every)
-        for r, history in zip(group, observations):
-            rng = np.random.default_rng([seed, int(r["seed"])])
-            labeled = set(rng.choice(STEPS_PER_EPISODE, size=labels_per_week, replace=False).tolist())
-            answers, flags, stated = [], [], None
-            for t, step in enumerate(r["steps"][: max(labeled) + 1]):
-                if t in labeled:
-                    label = step["parsed"]
-                    update = belief_update_text(label["belief"], stated, belief_decimals)
-                    answers.append(_canonical_answer(label, reasoning, belief_decimals, update))
-                    stated = label["belief"]
-                else:
-                    answers.append(step.get("student_answer") or "")
-                    own = parse_answer(answers[-1])
-                    stated = own.belief if own.valid and own.belief is not None else stated
-                flags.append(t in labeled)
-            messages = render_conversation(history[: len(answers)], answers[:-1], variant="full",
-                                           prompt_format=prompt_format) + [{"role": "assistant", "content": answers[-1]}]
-            turn = iter(flags)
-            rows.append([{**m, "train": next(turn) if m["role"] == "assistant" else True} for m in messages])
-    features = datasets.Features({"messages": [{"role": datasets.Value("string"), "content": datasets.Value("string"),
-                                                "train": datasets.Value("bool")}]})
-    return datasets.Dataset.from_dict({"messages": rows}, features=features)
-
-
 def dataset_format(dataset_dict) -> dict:
-    """{"prompt_format", "reasoning", "belief_decimals"} a dataset was built with ("table"/"full"/2 for
-    older datasets)."""
+    """{"prompt_format", "reasoning"} a dataset was built with ("table"/"full" for datasets built before
+    the build info recorded them)."""
     build = _build_info(dataset_dict)
-    return {"prompt_format": build.get("prompt_format", "table"), "reasoning": build.get("reasoning", "full"),
-            "belief_decimals": build.get("belief_decimals", 2)}
+    return {"prompt_format": build.get("prompt_format", "table"), "reasoning": build.get("reasoning", "full")}
+
+
+def evidence_readout(dataset_dict) -> EvidenceReadout | None:
+    """The evidence read-out a dataset's answers were written with (None unless reasoning 'evidence')."""
+    data = _build_info(dataset_dict).get("evidence_readout")
+    return EvidenceReadout.from_dict(data) if data else None
 
 
 def _build_info(dataset_dict) -> dict:
@@ -597,9 +509,7 @@ def _card(dataset_dict, provenance: dict, digest: str, episodes: dict[str, list[
         f"| grader | {_cell(provenance.get('grader', 'unknown'))} |",
         f"| episode filter | {_cell(filter_text)} |",
         f"| prompt format | {build.get('prompt_format', 'table')}; reasoning {build.get('reasoning', 'full')} |",
-        *([f"| beliefs | not the teacher's own: the running sum of a linear read-out of the teacher "
-           f"(`rhythm_core.teacher.evidence`, fitted on its play of {FIT_CONDITION} seeds {FIT_SEEDS.start}-"
-           f"{FIT_SEEDS.stop - 1}); the actions are the teacher's |"] if build.get("reasoning") == "evidence" else []),
+        *_readout_rows(build.get("evidence_readout")),
         f"| env version | {_cell(provenance.get('env_version', ENV_VERSION))} |",
         f"| source trajectories | {_cell(source)} |",
         f"| source sha256 | {_cell(source_hash)} |",
@@ -624,6 +534,24 @@ def _card(dataset_dict, provenance: dict, digest: str, episodes: dict[str, list[
         "", "## Full provenance", "", "```json", provenance_json, "```", "",
     ]
     return "\n".join(lines)
+
+
+def _readout_rows(readout: dict | None) -> list[str]:
+    """Card rows saying what an "evidence" dataset's beliefs are and how well the read-out fits."""
+    if not readout:
+        return []
+    fit = readout.get("fit", {})
+
+    def quality(block: dict) -> str:
+        return "; ".join(f"{c} {q['mae_vs_teacher']:.3f} (a constant {q['constant_mae_vs_teacher']:.3f}, "
+                         f"{q['weeks']} weeks)" for c, q in sorted(block.items())) or "no weeks"
+
+    return [f"| beliefs | the running sum of a linear read-out of this teacher's inference "
+            f"(`rhythm_core.teacher.evidence`), fitted on the {fit.get('fit_weeks', '?')} training-split weeks' "
+            "last stated beliefs; the actions are the teacher's |",
+            f"| read-out fit, MAE vs the teacher's own last belief | held-out (validation weeks): "
+            f"{quality(fit.get('held_out', {}))}; in sample: {quality(fit.get('in_sample', {}))} |",
+            *([f"| read-out warning | {fit['warning']} |"] if fit.get("warning") else [])]
 
 
 def dataset_card(dataset_dict, provenance: dict) -> str:

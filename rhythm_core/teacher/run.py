@@ -330,41 +330,30 @@ def _episode_record(settings, condition, seed, steps, meters, beliefs, usage, *,
 
 def _bayes_step_record(t: int, history, decision, i: int, action: str, invalid: bool, meters_after) -> dict:
     """Step t's record of episode i with the Bayesian teacher's answer (`decision`, its `act` at
-    history[-1]) as the answer; `action` and `invalid` are what was executed (DAgger: the student's)."""
+    history[-1]) as the answer; `action` and `invalid` are what was executed."""
     belief = belief_to_dict(np.round(decision.beliefs[i], 2))
     raw = format_answer(ACTIONS[decision.actions[i]], belief, decision.reasoning[i])
     return _step_record(t, history[-1], render_user_prompt(history), raw, parse_answer(raw), action, invalid, 1,
                         meters_after, zero_usage())
 
 
-def bayes_records(settings: TeacherSettings, condition: str, seeds: np.ndarray, purpose: str | None = None,
-                 student=None) -> list[dict]:
-    """Play the Bayesian teacher on a chunk of seeds in lockstep and build their records. With a
-    `student` agent (DAgger, teacher/dagger.py) the student acts and the teacher labels every state it
-    reaches: the teacher sees the actions really taken (`observe_actions`), each step records what was
-    executed, the teacher's answer there, and the student's own answer (`student_answer`)."""
+def bayes_records(settings: TeacherSettings, condition: str, seeds: np.ndarray, purpose: str | None = None) -> list[dict]:
+    """Play the Bayesian teacher on a chunk of seeds in lockstep and build their records."""
     env = VectorRhythmEnv(condition)
     obs, _ = env.reset(seeds)
     agent = BayesAgent(explain=True)
     agent.reset(env)
-    if student is not None:
-        student.reset(env)
     n = len(seeds)
     histories = [[obs.item(i)] for i in range(n)]
     steps: list[list[dict]] = [[] for _ in range(n)]
     beliefs: list[list[dict]] = [[] for _ in range(n)]
     for t in range(STEPS_PER_EPISODE):
-        decision = label = agent.act(obs)
-        if student is not None:
-            decision = student.act(obs)
-            agent.observe_actions(decision.actions)
+        decision = agent.act(obs)
         obs, *_ = env.step(decision.actions)
         invalid = decision.invalid if decision.invalid is not None else np.zeros(n, dtype=bool)
         for i in range(n):
-            steps[i].append(_bayes_step_record(t, histories[i], label, i, ACTIONS[decision.actions[i]], bool(invalid[i]),
-                                              obs.meters[i]))
-            if student is not None:
-                steps[i][-1]["student_answer"] = decision.reasoning[i] if decision.reasoning is not None else None
+            steps[i].append(_bayes_step_record(t, histories[i], decision, i, ACTIONS[decision.actions[i]],
+                                               bool(invalid[i]), obs.meters[i]))
             beliefs[i].append(steps[i][-1]["parsed"]["belief"])
             histories[i].append(obs.item(i))
     return [

@@ -15,9 +15,6 @@ Schema "rhythm-trajectory-1" (one object per line):
             length_reasks?, cost_usd},
     request?: {token_param, temperature, reasoning_effort, max_tokens}   (openai/azure teachers)
     purpose?: "evaluation"   (the teacher's play on evaluation seeds: never training data)
-              | "dagger"     (a student's play on training seeds, each step labeled by the teacher;
-                              actions/meters/invalid are what was executed: see teacher/dagger.py)
-    student?, steps[].student_answer?   (dagger records: who played, and what it answered)
 
 Keys marked ? are optional when reading (files written before they existed stay readable; read
 them with `usage.get(key, 0)`). `cached_prompt_tokens` is part of `prompt_tokens` and

@@ -31,7 +31,7 @@ from ..env import EnvState, VectorRhythmEnv
 from ..env.profiles import sample_factors
 from ..env.spec import ACTION_INDEX, BELIEF_DIMS, SLOTS, STEPS_PER_EPISODE, true_belief
 from ..graders import get_grader
-from ..protocol import fallback_action, parse_answer
+from ..protocol import conversation_window, fallback_action, parse_answer
 from .generation import SamplingConfig
 from .models import TINY, checkpoint_info, device_name, load_model_and_tokenizer
 from .plots import plot_curves
@@ -149,10 +149,11 @@ def collect_student_states(agent: LLMPolicyAgent, condition: str, seeds) -> list
     return rows
 
 
-def _teacher_prompts(teacher, config: GRPORunConfig) -> list[dict]:
+def _teacher_prompts(teacher, config: GRPORunConfig, context_turns: int = 0) -> list[dict]:
     """`config.teacher_prompts` decisions drawn from the SFT data: in the table format a row is a
     decision; in the chat format a row is an episode and a decision is its conversation up to the
-    k-th user turn (the teacher's answers before it), with the env state at that prompt."""
+    k-th user turn (the teacher's answers before it; the student's window of it), with the env state
+    at that prompt."""
     if "env_states" not in teacher.column_names:  # table format
         teacher = teacher.shuffle(seed=config.seed).select(range(min(config.teacher_prompts, len(teacher))))
         return [{"prompt": r["messages"][:-1], "env_state": r["env_state"], "true_belief": r["true_belief"],
@@ -165,17 +166,19 @@ def _teacher_prompts(teacher, config: GRPORunConfig) -> list[dict]:
         if i != last:  # decisions are sorted by episode: read each episode's row once
             last, r = i, teacher[i]
             user_turns = [n for n, m in enumerate(r["messages"]) if m["role"] == "user"]
-        rows.append({"prompt": r["messages"][: user_turns[k] + 1], "env_state": r["env_states"][k],
+        rows.append({"prompt": conversation_window(r["messages"][: user_turns[k] + 1], context_turns),
+                     "env_state": r["env_states"][k],
                      "true_belief": r["true_belief"], "condition": r["condition"], "seed": r["seed"],
                      "step": r["steps"][k], "source": "teacher"})
     return rows
 
 
-def build_prompt_dataset(dataset_dir, variant: str, config: GRPORunConfig, agent: LLMPolicyAgent | None):
+def build_prompt_dataset(dataset_dir, variant: str, config: GRPORunConfig, agent: LLMPolicyAgent | None,
+                         context_turns: int = 0):
     import datasets
 
     teacher = with_system_prompt(datasets.load_from_disk(str(dataset_dir))["train"], variant)
-    rows = _teacher_prompts(teacher, config)
+    rows = _teacher_prompts(teacher, config, context_turns)
     if agent is not None and config.student_episodes > 0:
         seeds = range(config.student_seeds_start, config.student_seeds_start + config.student_episodes)
         rows += collect_student_states(agent, "continuous", list(seeds))
@@ -199,7 +202,8 @@ def run_grpo(config: GRPORunConfig, dataset_dir, init_dir, out_dir, *, on_log: C
     is_adapter = (Path(init_dir) / "adapter_config.json").exists()
     student = LLMPolicyAgent.from_checkpoint(init_dir, sampling=SamplingConfig(max_new_tokens=config.max_completion_length,
                                                                                 temperature=0.0))
-    prompts = build_prompt_dataset(dataset_dir, variant, config, student)
+    context_turns = info.get("context_turns", 0)
+    prompts = build_prompt_dataset(dataset_dir, variant, config, student, context_turns)
     del student
     model, tokenizer = load_model_and_tokenizer(str(init_dir), for_training=True)
     cuda = torch.cuda.is_available()
@@ -242,6 +246,7 @@ def run_grpo(config: GRPORunConfig, dataset_dir, init_dir, out_dir, *, on_log: C
         "init_is_adapter": is_adapter, "prompt_variant": variant, "prompt_format": prompt_format, "wall_s": round(time.perf_counter() - start, 2),
     }
     record = {"stage": "grpo", "config": asdict(config), "prompt_variant": variant, "prompt_format": prompt_format,
+              "context_turns": context_turns,
               "reasoning": info.get("reasoning", "full"), "metrics": metrics,
               "max_answer_tokens": info.get("max_answer_tokens"),
               "provenance": provenance or {}, "init": str(init_dir), "model_dir": str(model_dir)}

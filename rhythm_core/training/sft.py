@@ -14,11 +14,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 from ..data.sft_dataset import dataset_format
-from ..env.spec import STEPS_PER_EPISODE
-from ..protocol import CHAT_FORMATS, system_prompt
+from ..protocol import CHAT_FORMATS, conversation_tiles, conversation_window, system_prompt
 from .generation import SamplingConfig, valid_answer_rate
 from .models import TINY, device_name, load_model_and_tokenizer
 from .plots import plot_curves
@@ -34,33 +31,22 @@ class SFTRunConfig:
     per_device_train_batch_size: int = 8
     gradient_accumulation_steps: int = 1
     max_length: int = 4096  # a chat-format week with full reasoning is ~3.7k tiny-tokenizer tokens
-    # A short-context phase first: `short_context_steps` steps on the first `short_context_length`
-    # tokens of every conversation (the first days of the week), then `max_steps` on whole weeks.
-    # Short sequences are ~4x cheaper per step, and a model trained from scratch forms the circuits
-    # that read numbers from its context (the anomalies, its own previous belief) there, in a few
-    # hundred steps; on whole weeks it did not within the same compute (benchmarks/README.md).
-    short_context_steps: int = 0
-    short_context_length: int = 512
-    short_context_learning_rate: float = 3e-3
-    # DAgger after the main phase (teacher/dagger.py): each round plays the student on
-    # `dagger_episodes` of the dataset's own training weeks, the Bayesian teacher labels every state
-    # it reached, and `dagger_steps` more steps train on the teacher data plus all labels so far.
-    dagger_rounds: int = 0
-    dagger_episodes: int = 64
-    dagger_steps: int = 60
-    dagger_learning_rate: float = 1e-3
-    # "teacher": each labeled week is a conversation of the teacher's labels (the states are the
-    # student's). "student": the student's own answers stay in the context (no loss) and
-    # `dagger_labels_per_week` seeded turns hold the teacher's label, so copying the previous belief
-    # is wrong wherever the student was (data/sft_dataset.build_student_context_conversations).
-    dagger_context: str = "teacher"
-    dagger_labels_per_week: int = 7
+    # The student sees the week in tiles of `context_turns` steps (protocol.conversation_window): the
+    # step before its tile as context, then the tile's turns so far. Training examples are those
+    # windows, one per tile, each answer supervised once, the context answer without loss; the
+    # checkpoint records it, so GRPO and evaluation prompt the same way. With the evidence reasoning
+    # an answer needs only the previous belief and the newest observation, and a window costs the
+    # attention of a few turns instead of a whole week (~2,700 tokens). 0: whole weeks.
+    context_turns: int = 4
     use_lora: bool | None = None  # None: LoRA for real models, full training for the tiny one
     lora_r: int = 16
     lora_alpha: int = 32
     lora_dropout: float = 0.05
     lora_target_modules: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
     merge_lora: bool = False  # also save a merged copy of the adapter
+    # Also save the model at these steps under snapshots/step-N, with the SFT seconds spent so far
+    # (benchmarks/time_to_skill.py evaluates them: skill against training time in one run).
+    snapshot_steps: list[int] = field(default_factory=list)
     logging_steps: int = 5
     eval_examples: int = 64  # validation examples scored for loss/accuracy and answer validity
     seed: int = 0
@@ -103,6 +89,32 @@ class StreamLogs:
         self.callback = Callback()
 
 
+class Snapshots:
+    """A TrainerCallback that saves the model (with tokenizer and checkpoint record) at the given
+    global steps into `root`/step-N, noting the training seconds spent so far."""
+
+    def __init__(self, steps, root: Path, tokenizer, record: Callable[..., dict]):
+        from transformers import TrainerCallback
+
+        wanted, started = set(steps), {}
+
+        class Callback(TrainerCallback):
+            def on_train_begin(self, args, state, control, **kwargs):
+                started["at"] = time.perf_counter()
+
+            def on_step_end(self, args, state, control, model=None, **kwargs):
+                if state.global_step in wanted:
+                    where = root / f"step-{state.global_step}"
+                    model.save_pretrained(str(where))
+                    tokenizer.save_pretrained(str(where))
+                    seconds = round(time.perf_counter() - started["at"], 1)
+                    (where / "rhythm_checkpoint.json").write_text(json.dumps(
+                        record(snapshot={"step": state.global_step, "train_s": seconds}), indent=2, sort_keys=True,
+                        default=str) + "\n")
+
+        self.callback = Callback()
+
+
 def _has_generation_markers(tokenizer) -> bool:
     return "{% generation %}" in (tokenizer.chat_template or "")
 
@@ -124,6 +136,16 @@ def _to_prompt_completion(ds):
     return ds.map(split, batched=True, remove_columns=ds.column_names)
 
 
+def conversation_windows(ds, turns: int):
+    """Each conversation as the windows a student with `turns` context turns sees
+    (protocol.conversation_tiles): every answer supervised in exactly one window, the context answer
+    before a tile marked `train: False` (no loss)."""
+    if turns < 1:
+        raise ValueError(f"context_turns must be >= 1 for windows, got {turns}")
+    return ds.map(lambda batch: {"messages": [w for m in batch["messages"] for w in conversation_tiles(m, turns)]},
+                  batched=True, remove_columns=ds.column_names)
+
+
 def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dict], None] | None = None,
             provenance: dict | None = None) -> dict:
     """Train on `dataset_dir` (a saved sft_dataset) into `out_dir`; returns metrics and paths.
@@ -141,10 +163,13 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
     out.mkdir(parents=True, exist_ok=True)
     data = datasets.load_from_disk(str(dataset_dir))
     data_format = dataset_format(data)  # the checkpoint records it: GRPO and evaluation prompt the same way
-    train_weeks = sorted(set(zip(data["train"]["condition"], data["train"]["seed"], data["train"]["teacher"])))
     data = datasets.DatasetDict({name: with_system_prompt(split.select_columns(["messages"]), config.variant)
                                  for name, split in data.items()})
     train, validation = data["train"], data["validation"]
+    # windows exist in the chat formats only: a table-format prompt already is one step's
+    context_turns = config.context_turns if data_format["prompt_format"] in CHAT_FORMATS else 0
+    if context_turns:
+        train, validation = conversation_windows(train, context_turns), conversation_windows(validation, context_turns)
     if len(validation) > config.eval_examples:
         validation = validation.shuffle(seed=config.seed).select(range(config.eval_examples))
 
@@ -155,11 +180,10 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
     else:
         base_path = config.base_model
     model, tokenizer = load_model_and_tokenizer(base_path, for_training=True)
-    if config.dagger_rounds:  # before any training, not after the main phase
-        _check_dagger(config, train_weeks, data_format, tokenizer)
     if not _has_generation_markers(tokenizer):
         train, validation = _to_prompt_completion(train), _to_prompt_completion(validation)
-    conversations = [row["messages"][:-1] for row in data["validation"].select(range(min(16, len(data["validation"]))))]
+    conversations = [conversation_window(row["messages"][:-1], context_turns)
+                     for row in data["validation"].select(range(min(16, len(data["validation"]))))]
     # The teacher's answers bound how long a valid answer is; twice the longest is room enough and
     # keeps the untrained model's rambling short (it never stops on its own).
     answers = [m["content"] for row in data["train"].select(range(min(2000, len(data["train"]))))
@@ -176,61 +200,36 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
                                  target_modules=config.lora_target_modules, task_type="CAUSAL_LM")
     cuda = torch.cuda.is_available()
 
-    def trainer_for(model, max_steps: int, max_length: int, learning_rate: float, peft_config, step_offset: int,
-                    train_dataset=None):
-        args = SFTConfig(
-            output_dir=str(out / "trainer"), max_steps=max_steps if max_steps > 0 else -1,
-            num_train_epochs=config.num_train_epochs, learning_rate=learning_rate,
-            per_device_train_batch_size=config.per_device_train_batch_size,
-            per_device_eval_batch_size=config.per_device_train_batch_size,
-            gradient_accumulation_steps=config.gradient_accumulation_steps, max_length=max_length,
-            assistant_only_loss=_has_generation_markers(tokenizer), logging_steps=config.logging_steps,
-            eval_strategy="no", save_strategy="no", report_to="none", use_cpu=not cuda,
-            bf16=cuda and torch.cuda.is_bf16_supported(), seed=config.seed, data_seed=config.seed,
-            lr_scheduler_type="cosine", warmup_steps=max(1, max_steps // 20) if max_steps > 0 else 0,
-            disable_tqdm=True,
-            # Recomputing activations saves memory real models need; the tiny model only pays its compute.
-            gradient_checkpointing=config.base_model != TINY,
-        )
-        log = on_log if not step_offset else (lambda e: on_log({**e, "step": e["step"] + step_offset}))
-        return SFTTrainer(model=model, args=args, train_dataset=train if train_dataset is None else train_dataset,
-                          eval_dataset=validation if len(validation) else None, processing_class=tokenizer,
-                          peft_config=peft_config, callbacks=[StreamLogs(log).callback])
+    max_steps = config.max_steps
+    args = SFTConfig(
+        output_dir=str(out / "trainer"), max_steps=max_steps if max_steps > 0 else -1,
+        num_train_epochs=config.num_train_epochs, learning_rate=config.learning_rate,
+        per_device_train_batch_size=config.per_device_train_batch_size,
+        per_device_eval_batch_size=config.per_device_train_batch_size,
+        gradient_accumulation_steps=config.gradient_accumulation_steps, max_length=config.max_length,
+        assistant_only_loss=_has_generation_markers(tokenizer), logging_steps=config.logging_steps,
+        eval_strategy="no", save_strategy="no", report_to="none", use_cpu=not cuda,
+        bf16=cuda and torch.cuda.is_bf16_supported(), seed=config.seed, data_seed=config.seed,
+        lr_scheduler_type="cosine", warmup_steps=max(1, max_steps // 20) if max_steps > 0 else 0,
+        disable_tqdm=True,
+        # Recomputing activations saves memory real models need; the tiny model only pays its compute.
+        gradient_checkpointing=config.base_model != TINY,
+    )
+    def student_record(**extra) -> dict:  # what GRPO and evaluation read to prompt the student
+        return {"stage": "sft", "config": asdict(config), "prompt_variant": config.variant, **data_format,
+                "context_turns": context_turns, "max_answer_tokens": max(answer_tokens), **extra}
 
-    log_history: list[dict] = []  # both phases, steps counted through
-    short_steps = 0
-    if config.short_context_steps > 0:
-        short = trainer_for(model, config.short_context_steps, config.short_context_length,
-                            config.short_context_learning_rate, peft_config, 0)
-        short.train()
-        short_steps = short.state.global_step
-        log_history += [{**e, "phase": "short_context"} for e in short.state.log_history]
-        model, peft_config = short.model, None  # the whole-week phase continues the same weights (or adapter)
-    trainer = trainer_for(model, config.max_steps, config.max_length, config.learning_rate, peft_config, short_steps)
+    callbacks = [StreamLogs(on_log).callback]
+    if config.snapshot_steps:
+        callbacks.append(Snapshots(config.snapshot_steps, out / "snapshots", tokenizer, student_record).callback)
+    trainer = SFTTrainer(model=model, args=args, train_dataset=train,
+                         eval_dataset=validation if len(validation) else None, processing_class=tokenizer,
+                         peft_config=peft_config, callbacks=callbacks)
     trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
     total = sum(p.numel() for p in trainer.model.parameters())
     trainer.train()
-    log_history += [{**e, "step": e["step"] + short_steps} for e in trainer.state.log_history]
-    steps_done = short_steps + trainer.state.global_step
-    dagger_rounds, dagger_examples, aggregate = [], 0, train
-    if config.dagger_rounds and config.dagger_context == "student" and _has_generation_markers(tokenizer):
-        # the teacher's turns all carry the loss, as before; the flag only makes the features match
-        aggregate = train.map(lambda row: {"messages": [{**m, "train": True} for m in row["messages"]]})
-    for round_no in range(1, config.dagger_rounds + 1):
-        labeled, summary = _dagger_round(trainer.model, tokenizer, train_weeks, config, data_format, round_no,
-                                         int(1.5 * max(answer_tokens)), out / "dagger" / f"round-{round_no}.jsonl")
-        if not _has_generation_markers(tokenizer):
-            labeled = _to_prompt_completion(labeled)
-        aggregate = datasets.concatenate_datasets([aggregate, labeled])
-        dagger_examples += len(labeled)
-        on_log({"step": steps_done, **{f"dagger_{k}": v for k, v in summary.items() if v is not None}})
-        trainer = trainer_for(trainer.model, config.dagger_steps, config.max_length, config.dagger_learning_rate,
-                              None, steps_done, aggregate)
-        trainer.train()
-        log_history += [{**e, "step": e["step"] + steps_done, "phase": f"dagger_{round_no}"}
-                        for e in trainer.state.log_history]
-        steps_done += trainer.state.global_step
-        dagger_rounds.append({**summary, "train_steps": trainer.state.global_step, "aggregate_examples": len(aggregate)})
+    log_history = trainer.state.log_history
+    steps_done = trainer.state.global_step
     evaluation = trainer.evaluate() if len(validation) else {}
     on_log({"step": steps_done, **evaluation})
 
@@ -249,92 +248,24 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
     losses = [e["loss"] for e in history]
     metrics = {
         "base_model": config.base_model, "prompt_variant": config.variant, "base_path": str(base_path), "device": device_name(),
-        "steps": steps_done, "short_context_steps": short_steps, "dagger_rounds": dagger_rounds, "trainable_parameters": trainable, "total_parameters": total,
+        "steps": steps_done, "context_turns": context_turns, "trainable_parameters": trainable, "total_parameters": total,
         "first_train_loss": losses[0] if losses else None, "final_train_loss": losses[-1] if losses else None,
         "eval_loss": evaluation.get("eval_loss"), "eval_mean_token_accuracy": evaluation.get("eval_mean_token_accuracy"),
         "final_mean_token_accuracy": history[-1].get("mean_token_accuracy") if history else None,
         "valid_answer_rate_before": valid_before, "valid_answer_rate_after": valid_after,
         "prompt_format": data_format["prompt_format"], "reasoning": data_format["reasoning"],
-        "train_examples": len(train), "dagger_examples": dagger_examples, "wall_s": round(time.perf_counter() - start, 2),
+        "train_examples": len(train), "wall_s": round(time.perf_counter() - start, 2),
     }
     plot_curves({"train loss": [(e["step"], e["loss"]) for e in history]}, out / "training_loss.png",
                 title=f"SFT of {config.base_model}", ylabel="loss")
-    record = {"stage": "sft", "config": asdict(config), "prompt_variant": config.variant, **data_format,
-              "max_answer_tokens": max(answer_tokens), "metrics": metrics, "provenance": provenance or {},
-              "model_dir": str(model_dir), "merged_dir": str(merged_dir) if merged_dir else None}
+    record = student_record(metrics=metrics, provenance=provenance or {}, model_dir=str(model_dir),
+                            merged_dir=str(merged_dir) if merged_dir else None)
     (model_dir / "rhythm_checkpoint.json").write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
     (out / "metrics.json").write_text(json.dumps({**metrics, "log_history": log_history}, indent=2,
                                                  default=str) + "\n")
     (model_dir / "README.md").write_text(model_card("sft", config.base_model, provenance or {}, asdict(config), metrics))
     return {"path": str(out), "model_dir": str(model_dir), "merged_dir": str(merged_dir) if merged_dir else None,
             "loss_plot": str(out / "training_loss.png"), **metrics}
-
-
-def _check_dagger(config: SFTRunConfig, train_weeks, data_format: dict, tokenizer) -> None:
-    """Refuse a DAgger setting that cannot work, before the main phase spends its time."""
-    if config.dagger_context not in ("teacher", "student"):
-        raise ValueError(f"dagger_context must be 'teacher' or 'student', got {config.dagger_context!r}")
-    teachers = sorted({teacher for _, _, teacher in train_weeks})
-    if teachers != ["bayes"]:
-        raise ValueError(f"DAgger labels with the offline Bayesian teacher, but this dataset's teacher is "
-                         f"{', '.join(teachers)}; mixing teachers is not supported (set dagger_rounds: 0)")
-    if config.dagger_context == "student":
-        if data_format["prompt_format"] not in CHAT_FORMATS:
-            raise ValueError(f"dagger_context 'student' needs a chat prompt format ({', '.join(CHAT_FORMATS)}); "
-                             f"this dataset's is {data_format['prompt_format']!r}")
-        if data_format["reasoning"] == "evidence":
-            raise ValueError("dagger_context 'student' cannot carry the 'evidence' reasoning (its belief is a running "
-                             "sum over the conversation, which the student's own answers would break); use "
-                             "dagger_context 'teacher'")
-        if not 1 <= config.dagger_labels_per_week <= STEPS_PER_EPISODE:
-            raise ValueError(f"dagger_labels_per_week must be in 1..{STEPS_PER_EPISODE}, "
-                             f"got {config.dagger_labels_per_week}")
-        if _has_generation_markers(tokenizer) and "'train'" not in tokenizer.chat_template:
-            raise ValueError("dagger_context 'student' needs a chat template that leaves assistant messages with "
-                             "train: False out of the loss (the tiny model's does); this one would train on them")
-
-
-def _dagger_round(model, tokenizer, train_weeks, config: SFTRunConfig, data_format: dict, round_no: int,
-                  max_new_tokens: int, records_path: Path):
-    """One DAgger round: play the model being trained on a seeded sample of the dataset's training
-    weeks, have the Bayesian teacher label every state, keep the records in `records_path`, and
-    return the labels as training conversations (the dataset's format) with the round's figures."""
-    import datasets
-
-    from ..data.sft_dataset import build_sft_dataset, build_student_context_conversations
-    from ..teacher.dagger import label_agreement, label_student_rollouts
-    from ..teacher.trajectories import TrajectoryWriter
-    from .policy import LLMPolicyAgent
-
-    start = time.perf_counter()
-    rng = np.random.default_rng([config.seed, round_no])
-    pick = rng.choice(len(train_weeks), size=min(config.dagger_episodes, len(train_weeks)), replace=False)
-    chosen = [train_weeks[i] for i in sorted(pick)]
-    student = LLMPolicyAgent(model, tokenizer, sampling=SamplingConfig(max_new_tokens=max_new_tokens),
-                             variant=config.variant, prompt_format=data_format["prompt_format"],
-                             name=f"dagger_round_{round_no}")
-    records = []
-    for condition in sorted({c for c, _, _ in chosen}):
-        records += label_student_rollouts(student, condition, [s for c, s, _ in chosen if c == condition],
-                                          student_id=student.name)
-    records_path.parent.mkdir(parents=True, exist_ok=True)
-    records_path.unlink(missing_ok=True)
-    with TrajectoryWriter(records_path) as writer:
-        for record in records:
-            writer.write(record)
-    if config.dagger_context == "student":
-        labeled = build_student_context_conversations(
-            records, prompt_format=data_format["prompt_format"], reasoning=data_format["reasoning"],
-            belief_decimals=data_format["belief_decimals"], labels_per_week=config.dagger_labels_per_week,
-            seed=config.seed * 1000 + round_no)
-    else:
-        built = build_sft_dataset(records, prompt_format=data_format["prompt_format"], reasoning=data_format["reasoning"],
-                                  belief_decimals=data_format["belief_decimals"], seed=config.seed)
-        labeled = datasets.concatenate_datasets([built["train"], built["validation"]])  # all training weeks
-    labeled = with_system_prompt(labeled.select_columns(["messages"]), config.variant)
-    summary = {"round": round_no, "episodes": len(records), **label_agreement(records),
-               "rollout_s": round(time.perf_counter() - start, 2), "records": str(records_path)}
-    return labeled, summary
 
 
 def model_card(stage: str, base_model: str, provenance: dict, config: dict, metrics: dict) -> str:

@@ -7,6 +7,7 @@ Asset bodies only translate between Dagster and rhythm_core.stages: config in, m
 import dagster as dg
 
 from rhythm_core.env.spec import ENV_VERSION
+from rhythm_core.protocol import DEFAULT_PROMPT_FORMAT, DEFAULT_REASONING
 from rhythm_core.stages import StageIncomplete, dataset_stage, reeval_stage, teacher_stage
 from rhythm_pipeline.defs.resources import HubResource, TeacherResource
 from rhythm_pipeline.lineage import lineage_metadata, versioned_output
@@ -102,19 +103,14 @@ class SftDatasetConfig(dg.Config):
     filter_grader: str = "v3"
     validation_fraction: float = 0.1
     split_seed: int = 0
-    # chat: one conversation per episode, every answer supervised (the student reads its own earlier
-    # beliefs); table: one example per step, the week re-rendered as a table. Recorded in the
-    # dataset and the checkpoint, so GRPO and evaluation prompt the student the way it was trained.
-    prompt_format: str = "chat"
-    # chat_labeled: chat with the meter's name before every number (a student trained from scratch
-    # can read the numbers; benchmarks/README.md).
-    # none (default): belief and action only, 21 tiny-tokenizer tokens an answer instead of ~76, so a
-    # CPU budget trains on ~1.7x more weeks; full: the teacher's reasoning too; update: the belief's
-    # change this step, a target the student cannot copy from its own earlier answers; evidence: the
-    # increment a linear read-out of the teacher gives this step's anomaly and the running belief
-    # (teacher/evidence.py; the long preset's recipe, the first student that infers the person).
-    reasoning: str = "none"
-    belief_decimals: int = 2  # 1: coarser beliefs (costs the teacher 0.003 belief MAE)
+    # chat_labeled (the recipe): the week as one conversation, every number after its meter's name;
+    # chat: the same without names; table: one example per step. Recorded in the dataset and the
+    # checkpoint, so GRPO and evaluation prompt the student the way it was trained.
+    prompt_format: str = DEFAULT_PROMPT_FORMAT
+    # evidence (the recipe): each answer states the increment a linear read-out, fitted on these
+    # teacher records' own stated beliefs, gives this step's anomaly, and the running belief it sums
+    # to (rhythm_core/teacher/evidence.py); none: belief and action only; full: the teacher's reasoning.
+    reasoning: str = DEFAULT_REASONING
     push_to_hub: bool = False
     hub_repo_name: str = "rhythm-sft"
 
@@ -137,7 +133,7 @@ def sft_dataset(context: dg.AssetExecutionContext, config: SftDatasetConfig, tea
     result = dataset_stage(teacher_trajectories, artifact_root(context), filter=config.filter,
                            filter_grader=config.filter_grader, validation_fraction=config.validation_fraction,
                            split_seed=config.split_seed, prompt_format=config.prompt_format,
-                           reasoning=config.reasoning, belief_decimals=config.belief_decimals)
+                           reasoning=config.reasoning)
     metadata = {
         "artifact_path": dg.MetadataValue.path(result["path"]),
         "examples_train": result["examples"]["train"],
@@ -147,7 +143,6 @@ def sft_dataset(context: dg.AssetExecutionContext, config: SftDatasetConfig, tea
         "filter": config.filter,
         "prompt_format": config.prompt_format,
         "reasoning": config.reasoning,
-        "belief_decimals": config.belief_decimals,
         "content_hash": result["content_hash"],
         "teacher": result["provenance"]["teacher"]["id"],
         "seeds": teacher_trajectories["seeds"],

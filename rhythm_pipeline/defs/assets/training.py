@@ -92,12 +92,6 @@ def sft_checkpoint(context: dg.AssetExecutionContext, config: SftCheckpointConfi
         "wall_s": result["wall_s"], **_compute_metadata(result, compute), "teacher": provenance["teacher"],
         **lineage_metadata(context, {"sft_dataset": sft_dataset}, config),
     }
-    if result.get("dagger_rounds"):  # the student before each round, on the training weeks it played
-        metadata["dagger_rounds"] = dg.MetadataValue.json(result["dagger_rounds"])
-        metadata["dagger_examples"] = result["dagger_examples"]
-        last = result["dagger_rounds"][-1]
-        metadata["dagger_action_agreement"] = float(last["action_agreement"])
-        metadata["dagger_invalid_rate"] = float(last["invalid_rate"])
     if config.push_to_hub:
         result["hub"], hub_metadata = hub.push(push_checkpoint, result["model_dir"], config.hub_repo_name)
         metadata.update(hub_metadata)
