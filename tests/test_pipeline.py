@@ -90,13 +90,22 @@ def test_evaluation_seeds_are_refused_as_training_data(instance):
 
 
 def test_eval_seed_check_blocks_a_leaky_dataset(tmp_path):
+    import datasets
+    import pytest
+
     from rhythm_core.data.sft_dataset import build_sft_dataset, save_sft_dataset
     from rhythm_core.teacher.run import TeacherSettings, run_teacher
     from rhythm_core.teacher.trajectories import read_trajectories
 
     path = tmp_path / "leaky.jsonl"
-    run_teacher(TeacherSettings(), "continuous", [5, 1000], path)  # seed 5 is an evaluation seed
-    saved = save_sft_dataset(build_sft_dataset(read_trajectories(path).records), tmp_path / "ds", {})
+    run_teacher(TeacherSettings(), "continuous", [5, 1000, 1001], path)  # seed 5 is an evaluation seed
+    records = read_trajectories(path).records
+    with pytest.raises(ValueError, match="seed 5 is not a training seed"):  # the builder refuses it
+        build_sft_dataset(records)
+    # a dataset made another way is still caught by the blocking check
+    built = build_sft_dataset([r for r in records if r["seed"] != 5], reasoning="none")
+    leaky = datasets.DatasetDict({**built, "validation": built["validation"].map(lambda row: {"seed": 5})})
+    saved = save_sft_dataset(leaky, tmp_path / "ds", {})
     result = sft_dataset_has_no_eval_seeds(sft_dataset={"path": saved["path"]})
     assert not result.passed and result.severity == dg.AssetCheckSeverity.ERROR
     assert "('continuous', 5)" in result.description

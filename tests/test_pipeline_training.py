@@ -59,7 +59,7 @@ def test_all_seven_assets_materialize(instance):
     logs = " ".join(str(e.user_message) for e in instance.all_logs(result.run_id))
     assert '"loss"' in logs  # training metrics streamed back from the subprocess
     rollouts_meta = events["eval_rollouts"].metadata  # built inside the graph asset's publish op
-    assert rollouts_meta["code_version"].value == "eval-rollouts-2"
+    assert rollouts_meta["code_version"].value == "eval-rollouts-3"
     assert set(rollouts_meta["upstream_data_versions"].value) == {"grpo_checkpoint", "sft_checkpoint"}
     assert rollouts_meta["config"].value["continuous_seeds"] == "0-3"
     results_meta = events["eval_results"].metadata

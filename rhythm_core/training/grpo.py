@@ -1,18 +1,22 @@
 """GRPO refinement of the SFT student with TRL, rewarded by the real environment and grader.
 
-Design: step-level prompts, not TRL's multi-turn `environment_factory`. Every prompt already holds
-the whole observation history (the week's table, or in the chat format the conversation so far),
-and the dataset carries the env snapshot it was rendered from, so a single answer can be scored
-exactly: restore the snapshot, apply the answer's action, let a fixed policy (the heuristic) finish
-the week, and grade the result. That gives a dense, unbiased per-decision reward at the cost of one
-short simulation, keeps each sequence to one prompt plus one answer, and lets prompts mix states
-visited by the teacher with states the SFT student reaches on its own, which a multi-turn rollout
-from reset could not target. Prompts use the SFT checkpoint's prompt format.
+Design: step-level prompts, not TRL's multi-turn `environment_factory`. Every prompt holds what the
+student sees at that step (its window of the conversation), and the dataset carries the env
+snapshot it was rendered from, so a single answer can be scored exactly: replay the week to the
+snapshot, apply the answer's action, let the Bayesian teacher — which has followed the week and
+sees the anomaly the action reveals — finish it, and grade the result under the grader. A
+belief-blind continuation (the heuristic, before) values an action that reveals the person at
+nothing, and GRPO then pulled a student that infers toward the heuristic's choices. This gives a
+dense per-decision reward at the cost of one short simulation, keeps each sequence to one prompt
+plus one answer, and lets prompts mix states visited by the teacher with states the SFT student
+reaches on its own. After training, the gate (training/validation.py) compares the GRPO student
+with its SFT start on held-out training weeks.
 
 Rewards (TRL sums them with `reward_weights`, then normalizes within each group):
   answer_validity  1 if the answer parses with a legal action, else 0
   action_value     grade(after the chosen action) - grade(after the heuristic's action), from the
-                   same snapshot, non-belief components of the active grader, x10, in [-1, 1]
+                   same snapshot, the Bayesian teacher playing the rest of the week with everything
+                   seen so far (continuation_scores), x10, in [-1, 1]
   belief_accuracy  1 - MAE(stated belief, true belief) (true belief is a dataset column), 0 if none
 """
 
@@ -37,6 +41,7 @@ from .models import TINY, checkpoint_info, device_name, load_model_and_tokenizer
 from .plots import plot_curves
 from .policy import LLMPolicyAgent
 from .sft import StreamLogs, model_card, with_system_prompt
+from .validation import compare_students, validation_weeks
 
 
 @dataclass
@@ -56,19 +61,21 @@ class GRPORunConfig:
     use_lora: bool | None = None  # None: keep the SFT checkpoint's form (adapter stays an adapter)
     logging_steps: int = 1
     seed: int = 0
+    # The gate (training/validation.py): after training, the GRPO student and its SFT start play up to
+    # this many of the dataset's validation weeks (held-out training seeds) under `grader`; 0 skips it.
+    validation_weeks: int = 64
 
 
 # ---------------------------------------------------------------------------------------------
 # rewards
-def _non_belief_score(grader, episodes) -> np.ndarray:
-    _, parts = grader.grade_batch(episodes)
-    weights = {k: w for k, w in grader.weights.items() if not k.startswith("belief")}
-    return sum(w * parts[k] for k, w in weights.items()) / sum(weights.values())
-
-
 def continuation_scores(states: list[EnvState], first_actions: np.ndarray, grader_name: str) -> np.ndarray:
-    """Non-belief grade of each episode after taking `first_actions[i]` in `states[i]` and letting the
-    heuristic play the rest of the week. States at the same step are simulated together."""
+    """The grade of each episode after taking `first_actions[i]` in `states[i]` and letting the
+    Bayesian teacher play the rest of the week. The teacher first follows the week as it was played
+    up to the state (its posterior sees every anomaly so far, and the one `first_actions` reveals), so
+    an action that tells something about the person is worth what the rest of the week gains from
+    knowing it — in later actions and in the final belief, both graded. States at the same step are
+    simulated together."""
+    from ..agents.bayes import BayesAgent
     from ..env.episode import EpisodeBatch
 
     grader = get_grader(grader_name)
@@ -77,14 +84,26 @@ def continuation_scores(states: list[EnvState], first_actions: np.ndarray, grade
     for i, state in enumerate(states):
         by_key.setdefault((state.condition, state.step), []).append(i)
     for (condition, step), index in by_key.items():
+        played = np.concatenate([states[i].action_history for i in index])  # (n, step)
         env = VectorRhythmEnv(condition)
-        env.restore(_stack([states[i] for i in index]))
+        obs, _ = env.reset(np.concatenate([states[i].seeds for i in index]))
+        teacher = BayesAgent()
+        teacher.reset(env)
+        for k in range(step):  # the week as it was played: the same seeds and actions give the same state
+            teacher.follow(obs, played[:, k])
+            obs, *_ = env.step(played[:, k])
+        teacher.follow(obs, first_actions[index])
+        final = teacher.belief()[0]
         obs, *_ = env.step(first_actions[index])
         for _ in range(step + 1, STEPS_PER_EPISODE):
-            obs, *_ = env.step(heuristic_actions(obs.meters, obs.slot))
+            decision = teacher.act(obs)
+            final = decision.beliefs  # the belief stated at the last step is the one graded
+            obs, *_ = env.step(decision.actions)
+        beliefs = np.full((len(index), STEPS_PER_EPISODE, len(BELIEF_DIMS)), np.nan)
+        beliefs[:, -1] = final
         batch = EpisodeBatch(condition, env.seeds, env.factors, env.meters_history.copy(), env.action_history.copy(),
-                             np.full((len(index), STEPS_PER_EPISODE, len(BELIEF_DIMS)), np.nan))
-        scores[index] = _non_belief_score(grader, batch)
+                             beliefs)
+        scores[index] = grader.grade_batch(batch)[0]
     return scores
 
 
@@ -232,6 +251,7 @@ def run_grpo(config: GRPORunConfig, dataset_dir, init_dir, out_dir, *, on_log: C
     kl = [(e["step"], e["kl"]) for e in history if "kl" in e]
     plot_curves({"kl": kl}, out / "kl.png", title="KL to the SFT reference", ylabel="kl")
     within_group_std = [e.get("reward_std") for e in history if e.get("reward_std") is not None]
+    zero_std = [e["frac_reward_zero_std"] for e in history if e.get("frac_reward_zero_std") is not None]
 
     def last(name):
         return curves[name][-1][1] if curves[name] else None
@@ -243,6 +263,10 @@ def run_grpo(config: GRPORunConfig, dataset_dir, init_dir, out_dir, *, on_log: C
         **{f"final_{name}": last(name) for name in names},
         "final_kl": kl[-1][1] if kl else None,
         "mean_reward_std_within_groups": float(np.mean(within_group_std)) if within_group_std else None,
+        # groups whose completions all scored the same give no learning signal
+        "mean_frac_groups_zero_reward_std": float(np.mean(zero_std)) if zero_std else None,
+        "mean_kl": float(np.mean([v for _, v in kl])) if kl else None,
+        **{f"mean_{name}": float(np.mean([v for _, v in curves[name]])) if curves[name] else None for name in names},
         "init_is_adapter": is_adapter, "prompt_variant": variant, "prompt_format": prompt_format, "wall_s": round(time.perf_counter() - start, 2),
     }
     record = {"stage": "grpo", "config": asdict(config), "prompt_variant": variant, "prompt_format": prompt_format,
@@ -251,6 +275,18 @@ def run_grpo(config: GRPORunConfig, dataset_dir, init_dir, out_dir, *, on_log: C
               "max_answer_tokens": info.get("max_answer_tokens"),
               "provenance": provenance or {}, "init": str(init_dir), "model_dir": str(model_dir)}
     (model_dir / "rhythm_checkpoint.json").write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
+    if config.validation_weeks > 0:  # the gate: GRPO against its SFT start on held-out training weeks
+        weeks = validation_weeks(dataset_dir, config.validation_weeks)
+        started = time.perf_counter()
+        metrics["validation"] = compare_students(("student_grpo", str(model_dir)), ("student_sft", str(init_dir)),
+                                                 weeks, config.grader)
+        metrics["validation"]["wall_s"] = round(time.perf_counter() - started, 2)
+        on_log({"step": trainer.state.global_step, **{f"validation_{k}": v for k, v in metrics["validation"].items()
+                                                       if not isinstance(v, dict)}})
+        metrics["wall_s"] = round(time.perf_counter() - start, 2)
+        record["metrics"] = metrics
+        (model_dir / "rhythm_checkpoint.json").write_text(json.dumps(record, indent=2, sort_keys=True, default=str)
+                                                          + "\n")
     (out / "metrics.json").write_text(json.dumps({**metrics, "log_history": trainer.state.log_history}, indent=2,
                                                  default=str) + "\n")
     (model_dir / "README.md").write_text(model_card("grpo", info.get("config", {}).get("base_model", str(init_dir)),

@@ -1,5 +1,7 @@
 """Asset checks: the teacher data is complete and valid (blocking), no evaluation seed leaks into
-training data (blocking), and the teacher beats the heuristic under the active grader (warning)."""
+training data (blocking), GRPO is not worse than its SFT start on held-out training weeks (blocking),
+the teacher beats the heuristic under the active grader (warning), and the students' evaluation
+figures (warnings)."""
 
 
 import dagster as dg
@@ -9,6 +11,7 @@ from rhythm_core.evaluation.results import load_results, student_gaps
 from rhythm_core.teacher.trajectories import TrajectoryError, read_trajectories, replay_check
 from rhythm_pipeline.defs.assets.data import reeval_report, sft_dataset, teacher_trajectories
 from rhythm_pipeline.defs.assets.evaluation import eval_results
+from rhythm_pipeline.defs.assets.training import grpo_checkpoint
 from rhythm_pipeline.settings import ACTIVE_GRADER
 
 
@@ -86,3 +89,24 @@ def student_invalid_answers_at_most_5pct(eval_results: dict) -> dg.AssetCheckRes
     high = [k for k, v in rates.items() if v > 0.05]
     return dg.AssetCheckResult(passed=not high, severity=dg.AssetCheckSeverity.WARN, metadata=rates,
                                description=f"above 5%: {', '.join(high)}" if high else "at most 5% everywhere")
+
+
+@dg.asset_check(asset=grpo_checkpoint, blocking=True,
+                description="The GRPO student is not worse than its SFT start beyond noise (mean paired difference "
+                            "above -2 standard errors) on the dataset's held-out training weeks.")
+def grpo_not_worse_than_sft(grpo_checkpoint: dict) -> dg.AssetCheckResult:
+    validation = grpo_checkpoint.get("validation")
+    if not validation:
+        return dg.AssetCheckResult(passed=True, severity=dg.AssetCheckSeverity.WARN,
+                                   description="validation_weeks is 0: GRPO was not validated against its SFT start")
+    worse = validation["worse_beyond_noise"]
+    grpo, sft = validation["score"]["student_grpo"], validation["score"]["student_sft"]
+    return dg.AssetCheckResult(
+        passed=not worse, severity=dg.AssetCheckSeverity.ERROR,
+        description=(f"GRPO {grpo:.4f} vs SFT {sft:.4f} on {validation['weeks']} held-out training weeks "
+                     f"({validation['grader']}): difference {validation['difference']:+.4f} ± "
+                     f"{validation['difference_se']:.4f} (SE)" + ("; worse beyond noise" if worse else "")),
+        metadata={"validation_score_grpo": grpo, "validation_score_sft": sft,
+                  "validation_difference": validation["difference"],
+                  "validation_difference_se": validation["difference_se"], "headline_student": validation["better"]},
+    )

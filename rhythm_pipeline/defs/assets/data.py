@@ -115,9 +115,22 @@ class SftDatasetConfig(dg.Config):
     hub_repo_name: str = "rhythm-sft"
 
 
+def _readout_metadata(fit: dict | None) -> dict:
+    """The evidence read-out's fit: how close it stays to the teacher's own last belief on held-out
+    (validation) weeks, per condition, next to a constant's; the whole fit as JSON."""
+    if not fit:
+        return {}
+    metadata = {"evidence_readout_fit": dg.MetadataValue.json(fit),
+                "evidence_readout_reliable": bool(fit.get("reliable"))}
+    for condition, quality in fit.get("held_out", {}).items():
+        metadata[f"readout_mae_vs_teacher_{condition}"] = float(quality["mae_vs_teacher"])
+        metadata[f"constant_mae_vs_teacher_{condition}"] = float(quality["constant_mae_vs_teacher"])
+    return metadata
+
+
 @dg.asset(
     group_name="data",
-    code_version="sft-dataset-2",
+    code_version="sft-dataset-3",  # 3: the recipe's format by default, the read-out fitted on the records
     kinds={"python", "huggingface"},
     description=(
         "A Hugging Face DatasetDict in the conversational format. prompt_format chat (default): one example "
@@ -143,6 +156,7 @@ def sft_dataset(context: dg.AssetExecutionContext, config: SftDatasetConfig, tea
         "filter": config.filter,
         "prompt_format": config.prompt_format,
         "reasoning": config.reasoning,
+        **_readout_metadata(result["provenance"].get("evidence_readout_fit")),
         "content_hash": result["content_hash"],
         "teacher": result["provenance"]["teacher"]["id"],
         "seeds": teacher_trajectories["seeds"],

@@ -97,7 +97,9 @@ def publish_eval_rollouts(context: dg.OpExecutionContext, plan: dict, continuous
     sft, grpo = upstream["sft_checkpoint"], upstream["grpo_checkpoint"]
     provenance = {"grpo_checkpoint_version": grpo["version"], "sft_checkpoint_version": sft["version"],
                   "base_model": sft.get("base_model"), "sft_checkpoint": sft["model_dir"],
-                  "grpo_checkpoint": grpo["model_dir"], "seeds": plan["seeds"]}
+                  "grpo_checkpoint": grpo["model_dir"], "seeds": plan["seeds"],
+                  # the better student on the held-out training weeks GRPO was validated on (the gate)
+                  "headline_student": (grpo.get("validation") or {}).get("better", "student_grpo")}
     result = publish_rollouts(plan["staged"], plan["root"], checkpoints=plan["checkpoints"], seeds=plan["seeds"],
                               sampling=SamplingConfig(**plan["sampling"]), baselines=plan["baselines"],
                               files={**continuous, **ood, **discrete3, **teacher_play.get("files", {})},
@@ -120,7 +122,7 @@ def publish_eval_rollouts(context: dg.OpExecutionContext, plan: dict, continuous
     })
 
 
-EVAL_ROLLOUTS_CODE_VERSION = "eval-rollouts-2"  # 2: the fallback reference, chat-format students
+EVAL_ROLLOUTS_CODE_VERSION = "eval-rollouts-3"  # 3: students read the week in their checkpoint's windows
 
 
 def _eval_config(config: dict) -> dict:
@@ -187,6 +189,7 @@ def eval_results(context: dg.AssetExecutionContext, eval_rollouts: dict) -> dg.O
         "history_rows": history.height,
         "seeds": dg.MetadataValue.json(result["results"]["provenance"].get("seeds", {})),
         "base_model": result["results"]["provenance"].get("base_model"),
+        "headline_student": result["results"]["provenance"].get("headline_student", "student_grpo"),
         **{key: dg.MetadataValue.float(value) for key, value in headline.items()},
         **lineage_metadata(context, {"eval_rollouts": eval_rollouts}),
     })

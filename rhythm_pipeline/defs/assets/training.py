@@ -64,7 +64,7 @@ def _compute_metadata(result: dict, compute: ComputeResource) -> dict:
 
 @dg.asset(
     group_name="training",
-    code_version="sft-2",  # 2: chat format, numbers as whole tokens
+    code_version="sft-3",  # 3: windows of context_turns, the recipe's tiny model
     kinds={"pytorch", "huggingface"},
     description=(
         "The distilled student: TRL SFT on sft_dataset with the loss on the assistant turn only. The default "
@@ -84,7 +84,8 @@ def sft_checkpoint(context: dg.AssetExecutionContext, config: SftCheckpointConfi
         "training_loss": png_metadata(result["loss_plot"], "training loss"),
         "training_loss_png": dg.MetadataValue.path(result["loss_plot"]),
         "base_model": result["base_model"], "device": result["device"], "steps": result["steps"],
-        "trainable_parameters": result["trainable_parameters"], "total_parameters": result["total_parameters"],
+        "prompt_format": result["prompt_format"], "reasoning": result["reasoning"],
+        "context_turns": result["context_turns"], "trainable_parameters": result["trainable_parameters"], "total_parameters": result["total_parameters"],
         "first_train_loss": result["first_train_loss"], "final_train_loss": result["final_train_loss"],
         "eval_loss": result["eval_loss"], "eval_mean_token_accuracy": result["eval_mean_token_accuracy"],
         "valid_answer_rate_before": result["valid_answer_rate_before"],
@@ -98,9 +99,21 @@ def sft_checkpoint(context: dg.AssetExecutionContext, config: SftCheckpointConfi
     return versioned_output(result, metadata)
 
 
+def _validation_metadata(validation: dict | None) -> dict:
+    """The gate's figures: both students on the held-out training weeks, and which is the headline."""
+    if not validation:
+        return {}
+    return {"validation": dg.MetadataValue.json(validation),
+            "validation_score_grpo": float(validation["score"]["student_grpo"]),
+            "validation_score_sft": float(validation["score"]["student_sft"]),
+            "validation_difference": float(validation["difference"]),
+            "validation_difference_se": float(validation["difference_se"]),
+            "headline_student": validation["better"]}
+
+
 @dg.asset(
     group_name="training",
-    code_version="grpo-2",
+    code_version="grpo-3",  # 3: prompts in the student's windows
     kinds={"pytorch", "huggingface"},
     description=(
         "The student refined with TRL GRPO from sft_checkpoint. Rewards come from the real env and grader: "
@@ -125,6 +138,9 @@ def grpo_checkpoint(context: dg.AssetExecutionContext, config: GrpoCheckpointCon
         "final_answer_validity": result["final_answer_validity"], "final_action_value": result["final_action_value"],
         "final_belief_accuracy": result["final_belief_accuracy"], "final_kl": result["final_kl"],
         "mean_reward_std_within_groups": result["mean_reward_std_within_groups"],
+        **{key: result[key] for key in ("mean_frac_groups_zero_reward_std", "mean_kl", "mean_answer_validity",
+                                        "mean_action_value", "mean_belief_accuracy") if result.get(key) is not None},
+        **_validation_metadata(result.get("validation")),
         "device": result["device"], "wall_s": result["wall_s"], "reward_grader": config.reward_grader,
         "base_model": sft_checkpoint.get("base_model"), **_compute_metadata(result, compute),
         **lineage_metadata(context, {"sft_checkpoint": sft_checkpoint, "sft_dataset": sft_dataset}, config),

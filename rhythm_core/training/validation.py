@@ -1,0 +1,56 @@
+"""Held-out validation of students on training weeks: the gate GRPO passes before it is published.
+
+The weeks are the SFT dataset's validation split: training seeds (never evaluation seeds), played by
+the teacher but trained on by neither SFT (its validation split) nor GRPO (its prompts come from the
+train split and from student episodes on other seeds). Each student plays them greedily in lockstep
+and is graded under the given grader; the comparison is paired (the same weeks), so its noise is the
+standard error of the per-week differences.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..agents.rollout import rollout
+from ..graders import get_grader
+from .generation import SamplingConfig
+from .policy import LLMPolicyAgent
+
+NOISE_SE = 2.0  # "worse beyond noise": the mean paired difference is below -2 standard errors
+
+
+def validation_weeks(dataset_dir, limit: int = 64) -> dict[str, list[int]]:
+    """Up to `limit` weeks of the dataset's validation split, by condition (sorted seeds)."""
+    import datasets
+
+    data = datasets.load_from_disk(str(dataset_dir))["validation"]
+    weeks = sorted(set(zip(data["condition"], (int(s) for s in data["seed"]))))[:limit]
+    by_condition: dict[str, list[int]] = {}
+    for condition, seed in weeks:
+        by_condition.setdefault(condition, []).append(seed)
+    return by_condition
+
+
+def compare_students(candidate: tuple[str, str], reference: tuple[str, str], weeks: dict[str, list[int]],
+                     grader: str = "v3", max_new_tokens: int | None = None) -> dict:
+    """Play two checkpoints — (name, model dir) each — on `weeks` and compare them under `grader`.
+    Returns each one's mean score, the paired difference candidate - reference with its standard
+    error, whether the candidate is worse beyond noise, and which of the two is better."""
+    scores = {}
+    for name, model_dir in (candidate, reference):
+        sampling = SamplingConfig(max_new_tokens=max_new_tokens, temperature=0.0)
+        agent = LLMPolicyAgent.from_checkpoint(model_dir, sampling=sampling, name=name)
+        per_week = [get_grader(grader).grade_batch(rollout(agent, condition, seeds))[0]
+                    for condition, seeds in weeks.items()]
+        scores[name] = np.concatenate(per_week)
+    diff = scores[candidate[0]] - scores[reference[0]]
+    se = float(diff.std(ddof=1) / np.sqrt(len(diff))) if len(diff) > 1 else float("inf")
+    mean = float(diff.mean())
+    return {
+        "grader": grader, "weeks": int(len(diff)),
+        "seeds": {condition: f"{min(seeds)}-{max(seeds)} ({len(seeds)} weeks)" for condition, seeds in weeks.items()},
+        "score": {name: round(float(s.mean()), 4) for name, s in scores.items()},
+        "difference": round(mean, 4), "difference_se": round(se, 4),
+        "worse_beyond_noise": bool(mean < -NOISE_SE * se),
+        "better": candidate[0] if mean > 0 else reference[0],
+    }
