@@ -7,7 +7,7 @@ TORCH_SPEC ?= torch==2.13.0
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo ui test test-slow install lint bench clean
+.PHONY: demo ui mlflow test test-slow install lint bench clean
 
 install: $(STAMP)
 
@@ -25,6 +25,14 @@ demo: $(STAMP)
 
 ui: $(STAMP)
 	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+
+# The MLflow UI on the embedded instance's tracking store (training and evaluation runs, the
+# rhythm-student registry), where the assets log by default: http://127.0.0.1:5000.
+MLFLOW_STORE = $(or $(RHYTHM_ARTIFACTS),$(DAGSTER_HOME)/storage/rhythm)/mlflow
+mlflow: $(STAMP)
+	mkdir -p $(MLFLOW_STORE)
+	$(BIN)/mlflow server --backend-store-uri sqlite:///$(abspath $(MLFLOW_STORE))/mlflow.db \
+		--default-artifact-root $(abspath $(MLFLOW_STORE))/artifacts -h 127.0.0.1 -p 5000
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

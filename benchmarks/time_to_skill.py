@@ -58,7 +58,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--preset", choices=list(PRESETS), default="demo")
     p.add_argument("--snapshots", default=None, help="comma-separated SFT steps to evaluate besides the last "
-                                                     "(default: a quarter, a half and three quarters of max_steps)")
+                                                     "(counted through both phases; default: a quarter, a "
+                                                     "half and three quarters of the run)")
     p.add_argument("--sft", default="{}", help="SFTRunConfig overrides as JSON")
     p.add_argument("--teacher-seeds", default=None)
     p.add_argument("--eval-seeds", default=None, help="JSON {condition: seed spec}; default: the preset's")
@@ -68,8 +69,9 @@ def main(argv=None) -> int:
     sft = {**spec["sft"], **json.loads(args.sft)}
     config = SFTRunConfig(**sft)
     steps = ([int(s) for s in args.snapshots.split(",")] if args.snapshots else
-             [config.max_steps * k // 4 for k in (1, 2, 3)])
-    config = SFTRunConfig(**{**sft, "snapshot_steps": [s for s in steps if 0 < s < config.max_steps]})
+             [(config.short_context_steps + config.max_steps) * k // 4 for k in (1, 2, 3)])
+    total = config.short_context_steps + config.max_steps
+    config = SFTRunConfig(**{**sft, "snapshot_steps": [s for s in steps if 0 < s < total]})
     eval_seeds = json.loads(args.eval_seeds) if args.eval_seeds else spec["eval_seeds"]
     out = Path(args.out or REPO / "runs" / f"time-to-skill-{args.preset}")
 
@@ -85,9 +87,7 @@ def main(argv=None) -> int:
     for snap in sorted((out / "sft" / "snapshots").glob("step-*"), key=lambda d: int(d.name.split("-")[1])):
         info = json.loads((snap / "rhythm_checkpoint.json").read_text())["snapshot"]
         students[f"student_step{info['step']}"] = (str(snap), info["train_s"])
-    metrics = json.loads((Path(result["path"]) / "metrics.json").read_text())
-    train_s = next((e["train_runtime"] for e in metrics["log_history"] if "train_runtime" in e), result["wall_s"])
-    students[f"student_step{result['steps']}"] = (result["model_dir"], round(train_s, 1))
+    students[f"student_step{result['steps']}"] = (result["model_dir"], result["train_s"])
     rollouts = eval_rollouts_stage({name: path for name, (path, _) in students.items()}, eval_seeds, out)
     results = json.loads(Path(eval_results_stage(rollouts["dir"], "v3", out)["json"]).read_text())
 

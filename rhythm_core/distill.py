@@ -18,23 +18,20 @@ from .stages import dataset_stage, reeval_stage, teacher_stage, train_and_publis
 from .teacher.run import TeacherSettings
 from .training.entry import run_stage
 
+# 1,000 Bayesian-teacher weeks (~10 s): at 256 the recipe's student did not learn the belief.
+DEFAULT_TEACHER_SEEDS = "1000-1999"
+
+# One recipe (benchmarks/README.md): Bayesian-teacher weeks written as labeled chat conversations with
+# the evidence reasoning (its read-out fitted on those weeks), the tiny student with numeric embeddings
+# and 8 heads trained in two phases (each week's first 512 tokens, then whole weeks), GRPO rewarded by
+# the Bayesian teacher's continuation and gated on held-out training weeks. "demo" is what the asset
+# defaults and `make demo` run; "long" is the same recipe with more data and steps.
 PRESETS: dict[str, dict] = {
-    # What `make demo` runs (the asset defaults): 256 teacher weeks, the chat format without reasoning,
-    # 120 SFT steps, 10 GRPO steps.
-    "demo": {"teacher_seeds": "1000-1255", "dataset": {}, "sft": {}, "grpo": {}, "eval_seeds": DEFAULT_EVAL_SEEDS},
-    # Distillation at scale on a CPU: 2,000 teacher weeks (56,000 decisions) written with the
-    # "evidence" reasoning in the labeled chat format (the first recipe whose student infers the
-    # person; benchmarks/README.md), a tiny model with numeric embeddings and 8 heads, 1,000 SFT steps
-    # on the first 512 tokens of each week then 800 on whole weeks (8 weeks a step), 50 GRPO steps.
-    "long": {"teacher_seeds": "1000-2999",
-             "dataset": {"prompt_format": "chat_labeled", "reasoning": "evidence"},
-             "sft": {"tiny": {"numeric_embedding_dims": 33, "num_attention_heads": 8, "num_key_value_heads": 8},
-                     "short_context_steps": 1000, "max_steps": 800, "learning_rate": 1e-3},
-             # No belief reward in GRPO: it scores each step's belief against the truth, where the
-             # evidence chain is meant to be rough early in the week; with it the GRPO student lost
-             # 0.008 / 0.011 / 0.025 to its SFT start, without it 0.000 / 0.004 / 0.024.
-             "grpo": {"max_steps": 50, "teacher_prompts": 2048, "student_episodes": 16,
-                      "reward_weights": [0.5, 1.0, 0.0]},
+    "demo": {"teacher_seeds": DEFAULT_TEACHER_SEEDS, "dataset": {}, "sft": {}, "grpo": {},
+             "eval_seeds": DEFAULT_EVAL_SEEDS},
+    "long": {"teacher_seeds": "1000-2999", "dataset": {},
+             "sft": {"short_context_steps": 1000, "max_steps": 800},
+             "grpo": {"max_steps": 50, "teacher_prompts": 2048, "student_episodes": 16},
              "eval_seeds": DEFAULT_EVAL_SEEDS},
 }
 

@@ -179,58 +179,14 @@ def render_labeled_turn(history) -> str:
     return f"{now.last_action} anomaly {_labeled(anomaly)}\n{state}"
 
 
-def window_start(step: int, context_turns: int) -> int:
-    """The first step a student with `context_turns` sees at `step`: the week is cut into tiles of
-    that many steps, and a tile's conversation grows until the next tile starts."""
-    return (step // context_turns) * context_turns if context_turns else 0
-
-
-def conversation_window(messages: list[dict], context_turns: int) -> list[dict]:
-    """The part of a chat conversation (system, then a user turn per step with the answer after it)
-    that a student with `context_turns` sees at its last user turn: the system message, the step
-    before its tile as context (that user turn and its answer), and the tile's turns so far.
-    `context_turns` 0 keeps the whole week. With the evidence reasoning each answer depends only on
-    the previous belief and the newest observation, so a few turns carry everything the decision
-    needs, and attention costs stay those of a few turns instead of a whole week."""
-    if not context_turns:
-        return messages
-    head = messages[:1] if messages and messages[0]["role"] == "system" else []
-    users = [n for n, m in enumerate(messages) if m["role"] == "user"]
-    start = window_start(len(users) - 1, context_turns)
-    return head + messages[users[start - 1] if start else users[0]:]
-
-
-def conversation_tiles(messages: list[dict], context_turns: int) -> list[list[dict]]:
-    """A whole conversation (system, then user/assistant pairs) cut into the windows a student with
-    `context_turns` sees, one per tile and ending at the tile's last answer; in every window but the
-    first, the first answer is context (the step before the tile), marked `train: False`. Every
-    message carries the `train` flag. `context_turns` 0: the conversation as one window."""
-    head = [dict(messages[0], train=True)] if messages and messages[0]["role"] == "system" else []
-    body = messages[len(head):]
-    pairs = [(body[i], body[i + 1]) for i in range(0, len(body) - 1, 2)]
-    turns = context_turns or len(pairs)
-    windows = []
-    for start in range(0, len(pairs), turns):
-        window = list(head)
-        if start > 0:
-            user, answer = pairs[start - 1]
-            window += [dict(user, train=True), dict(answer, train=False)]
-        for user, answer in pairs[start:start + turns]:
-            window += [dict(user, train=True), dict(answer, train=True)]
-        windows.append(window)
-    return windows
-
-
-def render_conversation(history, answers: list[str], *, variant: str = "full", prompt_format: str = "chat",
-                        context_turns: int = 0) -> list[dict]:
+def render_conversation(history, answers: list[str], *, variant: str = "full", prompt_format: str = "chat") -> list[dict]:
     """Chat messages for the decision at history[-1].
 
     "table": system + one user message holding the whole week so far (`render_user_prompt`); the
     earlier answers are not shown. "chat": the episode as one growing conversation, a user turn per
     step (`render_chat_turn`) and, after each but the last, the assistant's answer at that step
     (`answers[t]`, so len(answers) == len(history) - 1): the model reads its own earlier beliefs.
-    "chat_labeled": the same conversation with user turns from `render_labeled_turn`. A chat format
-    with `context_turns` > 0 shows only the window `conversation_window` keeps."""
+    "chat_labeled": the same conversation with user turns from `render_labeled_turn`."""
     if prompt_format == "table":
         return render_messages(history, variant=variant)
     if prompt_format not in CHAT_FORMATS:
@@ -241,8 +197,7 @@ def render_conversation(history, answers: list[str], *, variant: str = "full", p
         raise ValueError(f"a chat conversation at step {len(history) - 1} needs {len(history) - 1} earlier answers, "
                          f"got {len(answers)}")
     messages = [{"role": "system", "content": system_prompt(variant)}]
-    first = max(0, window_start(len(history) - 1, context_turns) - 1)
-    for t in range(first, len(history)):
+    for t in range(len(history)):
         messages.append({"role": "user", "content": render_turn(history[: t + 1])})
         if t < len(answers):
             messages.append({"role": "assistant", "content": answers[t]})

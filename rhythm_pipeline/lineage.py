@@ -13,7 +13,8 @@ from rhythm_core.env.spec import ENV_VERSION
 # Metadata keys worth showing when walking the chain, in this order.
 _SHOWN = ("teacher", "teacher_backend", "teacher_model", "condition", "seeds", "episodes", "grader",
           "reward_grader", "base_model", "steps", "final_train_loss", "eval_loss", "valid_answer_rate_after",
-          "final_reward", "filter", "examples_train", "hub_repo_id", "hub_revision", "hf_job_id", "artifact_path")
+          "final_reward", "filter", "examples_train", "hub_repo_id", "hub_revision", "hf_job_id", "mlflow_run_id",
+          "decision", "model_version", "artifact_path")
 
 
 def lineage_metadata(context: dg.AssetExecutionContext | dg.OpExecutionContext, upstream: dict[str, dict] | None = None,

@@ -6,6 +6,7 @@ Dagster process.
 """
 
 import json
+import logging
 import sys
 import traceback
 
@@ -19,6 +20,10 @@ def main() -> int:
     with open_dagster_pipes() as pipes:
         extras = pipes.extras
         pipes.log.info(f"training {extras['stage']} in {extras['out']} (pid {__import__('os').getpid()})")
+        # A tracking failure (MLflow store or server) is a warning in the run's log; training goes on.
+        forward = logging.Handler(logging.WARNING)
+        forward.emit = lambda record: pipes.log.warning(record.getMessage())
+        logging.getLogger("rhythm_core.tracking").addHandler(forward)
 
         def on_log(entry: dict) -> None:
             pipes.log.info(json.dumps({k: (round(v, 5) if isinstance(v, float) else v) for k, v in entry.items()}))

@@ -41,7 +41,8 @@ def sft_result(short_dataset):
     from rhythm_core.training.sft import SFTRunConfig, run_sft
 
     logs = []
-    result = run_sft(SFTRunConfig(max_steps=150, per_device_train_batch_size=8, logging_steps=10),
+    result = run_sft(SFTRunConfig(max_steps=150, short_context_steps=0, learning_rate=3e-3, per_device_train_batch_size=8,
+                                  logging_steps=10),
                      short_dataset / "sft", short_dataset / "sft_out", on_log=logs.append)
     return result, logs
 

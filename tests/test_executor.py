@@ -180,7 +180,7 @@ def test_the_whole_lineage_succeeds_through_the_multiprocess_executor(tmp_path):
     assert {"teacher_trajectories", "reeval_report", "sft_dataset", "sft_checkpoint", "grpo_checkpoint",
             "eval_rollouts.publish_eval_rollouts", "eval_results"} <= succeeded
     assert set(run["materialized"]) == {"teacher_trajectories", "reeval_report", "sft_dataset", "sft_checkpoint",
-                                        "grpo_checkpoint", "eval_rollouts", "eval_results"}
+                                        "grpo_checkpoint", "eval_rollouts", "eval_results", "registered_student"}
     # every check evaluated; the blocking ones (severity ERROR) pass
     check_names = {c["name"] for c in run["checks"]}
     assert {key.name for key in defs.resolve_asset_graph().asset_check_keys} <= check_names

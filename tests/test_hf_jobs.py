@@ -43,7 +43,7 @@ CANARY = "hf_" + "CANARYtoken0123456789abcdefXYZ"  # built, so no token-shaped l
 ENDPOINT = "https://huggingface.co"
 JOB_ID = "687fb701029421ae5549d998"
 REAL_SNAPSHOT_DOWNLOAD = huggingface_hub.snapshot_download  # the job's is replaced while it runs
-CONFIG = {"max_steps": 3, "learning_rate": 1e-4, "base_model": "tiny"}
+CONFIG = {"max_steps": 3, "short_context_steps": 0, "learning_rate": 1e-4, "base_model": "tiny"}
 PROVENANCE = {"sft_dataset_version": "abc123", "teacher": "bayes"}
 
 

@@ -39,12 +39,15 @@ def test_weekly_schedule_requests_the_next_window_and_is_off_by_default():
     for config in configs:
         assert not set(parse_seeds(config["continuous_seeds"])) & set(TRAINING_SEEDS["continuous"])
     job = defs.resolve_job_def("reevaluate")
-    assert {k.to_user_string() for k in job.asset_layer.executable_asset_keys} == {"eval_rollouts", "eval_results"}
+    assert {k.to_user_string() for k in job.asset_layer.executable_asset_keys} == {"eval_rollouts", "eval_results",
+                                                                                   "registered_student"}
 
 
 def test_regrade_selects_exactly_the_grading_assets():
     job = defs.resolve_job_def("regrade")
-    assert {k.to_user_string() for k in job.asset_layer.executable_asset_keys} == {"reeval_report", "eval_results"}
+    # registered_student re-decides the promotion on the new grades; it does not grade (no grader in its code version)
+    assert {k.to_user_string() for k in job.asset_layer.executable_asset_keys} == {"reeval_report", "eval_results",
+                                                                                   "registered_student"}
     graph = defs.resolve_asset_graph()
     versions = {k.to_user_string(): graph.get(k).code_version for k in graph.get_all_asset_keys()}
     assert {k for k, v in versions.items() if "grader=" in (v or "")} == {"reeval_report", "eval_results"}

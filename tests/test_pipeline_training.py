@@ -15,15 +15,19 @@ from rhythm_pipeline.defs.checks import (
     students_beat_heuristic,
 )
 from rhythm_pipeline.defs.resources import ComputeResource, HubResource, TeacherResource
+from rhythm_pipeline.defs.tracking import TrackingResource
 
 ALL = [teacher_trajectories, reeval_report, sft_dataset, sft_checkpoint, grpo_checkpoint, eval_rollouts, eval_results]
 EVAL_CHECKS = [students_beat_heuristic, student_belief_close_to_teacher, student_invalid_answers_at_most_5pct]
-RESOURCES = {"teacher": TeacherResource(), "hub": HubResource(), "compute": ComputeResource()}
+# MLflow tracking is tested in test_tracking.py; off here (a fresh store costs seconds per instance).
+RESOURCES = {"teacher": TeacherResource(), "hub": HubResource(), "compute": ComputeResource(),
+             "tracking": TrackingResource(enabled=False)}
 
 
 def test_a_crash_in_the_training_subprocess_fails_the_step_only(instance):
     config = {"ops": {"teacher_trajectories": {"config": {"seeds": "1000-1003"}},
-                      "sft_checkpoint": {"config": {"base_model": "/nonexistent/model", "max_steps": 1}}}}
+                      "sft_checkpoint": {"config": {"base_model": "/nonexistent/model", "max_steps": 1,
+                                                    "short_context_steps": 0}}}}
     result = dg.materialize(ALL[:4], instance=instance, resources=RESOURCES, run_config=config, raise_on_error=False)
     assert not result.success
     failed = [e.step_key for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
@@ -42,7 +46,7 @@ def test_a_crash_in_the_training_subprocess_fails_the_step_only(instance):
 @pytest.mark.slow
 def test_all_seven_assets_materialize(instance):
     config = {"ops": {"teacher_trajectories": {"config": {"seeds": "1000-1015"}},
-                      "sft_checkpoint": {"config": {"max_steps": 20}},
+                      "sft_checkpoint": {"config": {"max_steps": 20, "short_context_steps": 0}},
                       "grpo_checkpoint": {"config": {"max_steps": 2, "teacher_prompts": 16, "student_episodes": 1}},
                       "eval_rollouts": {"config": {"continuous_seeds": "0-3", "ood_seeds": "10000-10001",
                                                    "discrete3_seeds": "20000-20002", "max_new_tokens": 64}}}}

@@ -103,7 +103,8 @@ def test_lora_path_trains_an_adapter_and_reloads_merged(short_dataset, tmp_path)
     from rhythm_core.training.models import load_model_and_tokenizer
     from rhythm_core.training.sft import SFTRunConfig, run_sft
 
-    result = run_sft(SFTRunConfig(max_steps=4, use_lora=True, merge_lora=True, learning_rate=1e-3, eval_examples=8),
+    result = run_sft(SFTRunConfig(max_steps=4, short_context_steps=0, use_lora=True, merge_lora=True,
+                                  learning_rate=1e-3, eval_examples=8),
                      short_dataset / "sft", tmp_path / "lora")
     assert result["steps"] == 4
     model_dir = Path(result["model_dir"])
@@ -114,61 +115,59 @@ def test_lora_path_trains_an_adapter_and_reloads_merged(short_dataset, tmp_path)
     assert not hasattr(model, "peft_config")
 
 
-def test_the_recipe_trains_on_windows_plays_its_own_conversation_and_feeds_grpo(tmp_path):
-    """The default recipe end to end: an evidence dataset in the labeled chat format; SFT on the
-    windows a student with `context_turns` sees, its format recorded in the checkpoint; the policy
-    keeps one conversation per episode with its own answers in it and shows the student its window;
-    GRPO prompts are those windows, ending at a user turn, with the env state of that decision."""
+def test_the_recipe_trains_in_two_phases_plays_its_own_conversation_and_feeds_grpo(tmp_path):
+    """The default recipe end to end: an evidence dataset in the labeled chat format; SFT in two
+    phases (the first tokens of each week, then whole weeks) with its format recorded in the
+    checkpoint; the policy keeps one conversation per episode with its own answers in it; GRPO
+    prompts are conversation prefixes ending at a user turn, with the env state of that decision."""
     import datasets
 
     from rhythm_core.data.sft_dataset import build_sft_dataset, save_sft_dataset
     from rhythm_core.env import EnvState
-    from rhythm_core.protocol import conversation_window
     from rhythm_core.teacher.run import TeacherSettings, run_teacher
     from rhythm_core.teacher.trajectories import read_trajectories
     from rhythm_core.training.generation import SamplingConfig
     from rhythm_core.training.grpo import GRPORunConfig, _teacher_prompts
     from rhythm_core.training.policy import LLMPolicyAgent
-    from rhythm_core.training.sft import SFTRunConfig, conversation_windows, run_sft, with_system_prompt
+    from rhythm_core.training.sft import SFTRunConfig, run_sft, with_system_prompt
 
     run_teacher(TeacherSettings(), "continuous", range(1100, 1108), tmp_path / "teacher.jsonl")
     records = read_trajectories(tmp_path / "teacher.jsonl").records
     save_sft_dataset(build_sft_dataset(records, validation_fraction=0.25), tmp_path / "sft", {"note": "recipe"})
     weeks = datasets.load_from_disk(str(tmp_path / "sft"))
-    # windows of 3 turns: every answer supervised once, the answer before a tile as context without loss
-    windows = conversation_windows(weeks["train"], 3)
-    assert len(windows) == len(weeks["train"]) * 10  # ceil(28 / 3) tiles a week
-    first, second = windows[0]["messages"], windows[1]["messages"]
-    assert [m["role"] for m in first] == ["system"] + ["user", "assistant"] * 3 and all(m["train"] for m in first)
-    assert [m["train"] for m in second if m["role"] == "assistant"] == [False, True, True, True]
-    assert second[2]["content"] == first[-1]["content"]  # the context is the previous tile's last answer
-    supervised = sum(m["role"] == "assistant" and m["train"] for w in windows for m in w["messages"])
-    assert supervised == len(weeks["train"]) * STEPS_PER_EPISODE
-
     logs = []
     result = run_sft(SFTRunConfig(max_steps=4, per_device_train_batch_size=2, eval_examples=2, logging_steps=1,
-                                  context_turns=3),
+                                  short_context_steps=3, short_context_length=256, snapshot_steps=[2, 5]),
                      tmp_path / "sft", tmp_path / "sft_out", on_log=logs.append)
-    assert result["steps"] == 4 and [e["step"] for e in logs if "loss" in e] == [1, 2, 3, 4]
+    # three steps on each week's first 256 tokens, then four on whole weeks: one run, steps counted through
+    assert (result["steps"], result["short_context_steps"]) == (7, 3)
+    assert [e["step"] for e in logs if "loss" in e] == [1, 2, 3, 4, 5, 6, 7]
+    phases = [e.get("phase") for e in json.loads(open(result["path"] + "/metrics.json").read())["log_history"]
+              if "loss" in e]
+    assert phases == ["short_context"] * 3 + [None] * 4
     info = json.loads(open(result["model_dir"] + "/rhythm_checkpoint.json").read())
-    assert (info["prompt_format"], info["reasoning"], info["context_turns"]) == ("chat_labeled", "evidence", 3)
-    assert result["prompt_format"] == "chat_labeled" and result["context_turns"] == 3
+    assert (info["prompt_format"], info["reasoning"]) == ("chat_labeled", "evidence")
+    # snapshots along the run (benchmarks/time_to_skill.py), one in each phase, each a playable checkpoint
+    for step in (2, 5):
+        snap = json.loads(open(f"{result['path']}/snapshots/step-{step}/rhythm_checkpoint.json").read())
+        assert snap["snapshot"]["step"] == step and 0 < snap["snapshot"]["train_s"] <= result["train_s"]
+        assert snap["prompt_format"] == "chat_labeled"
 
+    agent = LLMPolicyAgent.from_checkpoint(f"{result['path']}/snapshots/step-5", sampling=SamplingConfig(max_new_tokens=4))
+    assert agent.prompt_format == "chat_labeled"
     agent = LLMPolicyAgent.from_checkpoint(result["model_dir"], sampling=SamplingConfig(max_new_tokens=6))
-    assert (agent.prompt_format, agent.context_turns) == ("chat_labeled", 3)
     env = VectorRhythmEnv("continuous")
     obs, _ = env.reset([9000, 9001])
     agent.reset(env)
     for t in range(5):
         decision = agent.act(obs)
         messages = agent.last_messages[0]
-        shown = t if t < 3 else t - 3 + 1  # a new tile at step 3 opens with step 2 as context
-        assert [m["role"] for m in messages] == ["system"] + ["user", "assistant"] * shown + ["user"]
-        assert [m["content"] for m in messages if m["role"] == "assistant"] == agent.answers[0][t - shown:t]
+        assert [m["role"] for m in messages] == ["system"] + ["user", "assistant"] * t + ["user"]
+        assert [m["content"] for m in messages if m["role"] == "assistant"] == agent.answers[0][:t]
         obs, *_ = env.step(decision.actions)
     assert agent.answers[1][4] == decision.reasoning[1]  # its own raw answer stays in its conversation
 
-    # the teacher-forced belief probe reads the student's windows and every answer's numbers
+    # the teacher-forced belief probe reads every answer's belief and increment numbers
     from rhythm_core.evaluation.belief_probe import belief_probe
 
     probe = belief_probe(result["model_dir"], tmp_path / "sft", episodes=2)
@@ -189,13 +188,11 @@ def test_the_recipe_trains_on_windows_plays_its_own_conversation_and_feeds_grpo(
         belief_probe(result["model_dir"], tmp_path / "sft_table")
 
     teacher = with_system_prompt(weeks["train"], "compact")
-    prompts = _teacher_prompts(teacher, GRPORunConfig(teacher_prompts=20, seed=1), context_turns=3)
+    prompts = _teacher_prompts(teacher, GRPORunConfig(teacher_prompts=20, seed=1))
     assert len(prompts) == 20
     for row in prompts:
         assert row["prompt"][-1]["role"] == "user" and row["prompt"][0]["role"] == "system"
-        full = next(r for r in teacher if r["seed"] == row["seed"])["messages"]
-        users = [n for n, m in enumerate(full) if m["role"] == "user"]
-        assert row["prompt"] == conversation_window(full[: users[row["step"]] + 1], 3)
+        assert sum(m["role"] == "user" for m in row["prompt"]) == row["step"] + 1
         assert EnvState.from_json(row["env_state"]).step == row["step"]
 
 

@@ -1,6 +1,6 @@
 """The Dagster UI as a user sees it: `dagster dev` on the repo's workspace.yaml with a temporary
 instance, the asset graph over GraphQL, the data half launched from GraphQL, and the global asset
-lineage page rendered by headless Chromium (a screenshot that is not blank, a DOM with the seven
+lineage page rendered by headless Chromium (a screenshot that is not blank, a DOM with the eight
 assets, three of them materialized).
 
 Needs Debian's `chromium` (CI installs it); RHYTHM_SKIP_UI=1 skips the module.
@@ -33,11 +33,11 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 ASSETS = ["teacher_trajectories", "reeval_report", "sft_dataset", "sft_checkpoint", "grpo_checkpoint",
-          "eval_rollouts", "eval_results"]
+          "eval_rollouts", "eval_results", "registered_student"]
 EDGES = {("teacher_trajectories", "reeval_report"), ("teacher_trajectories", "sft_dataset"),
          ("sft_dataset", "sft_checkpoint"), ("sft_checkpoint", "grpo_checkpoint"),
          ("sft_dataset", "grpo_checkpoint"), ("grpo_checkpoint", "eval_rollouts"), ("sft_checkpoint", "eval_rollouts"),
-         ("eval_rollouts", "eval_results")}
+         ("eval_rollouts", "eval_results"), ("eval_results", "registered_student")}
 GROUPS = ["data", "training", "evaluation"]
 # The global asset lineage page of Dagster 1.13, every group expanded (`expanded` is the query-string
 # form of the page's "Expand all groups" state; group ids are global@global:<group>).
@@ -223,7 +223,7 @@ def require_chromium() -> str:
     return path
 
 
-def test_the_ui_serves_the_seven_assets_and_their_edges(server):
+def test_the_ui_serves_the_eight_assets_and_their_edges(server):
     nodes = server.graphql("{ assetNodes { assetKey { path } dependencyKeys { path } } }")["assetNodes"]
     keys = {"/".join(node["assetKey"]["path"]) for node in nodes}
     edges = {("/".join(dep["path"]), "/".join(node["assetKey"]["path"]))

@@ -13,8 +13,7 @@ whatever its answers look like.
 With the "evidence" reasoning (the read-out's increment, written before the belief) the belief
 numbers are the previous belief plus an increment already in context, so the probe also reads the
 increment itself: `update_vs_teacher` against `zero_update_vs_teacher` (always "+0.00"). That is
-the part that needs inference; the belief after it is copying and adding. A student that sees the
-week in windows (`context_turns`) is probed window by window, as it reads the week.
+the part that needs inference; the belief after it is copying and adding.
 """
 
 from __future__ import annotations
@@ -72,7 +71,7 @@ def belief_probe(model_dir, dataset_dir, *, episodes: int = 20, split: str = "va
     import torch
 
     from ..data.sft_dataset import dataset_format
-    from ..protocol import CHAT_FORMATS, conversation_tiles
+    from ..protocol import CHAT_FORMATS
     from ..training.models import checkpoint_info, load_model_and_tokenizer
     from ..training.sft import with_system_prompt
 
@@ -89,35 +88,23 @@ def belief_probe(model_dir, dataset_dir, *, episodes: int = 20, split: str = "va
     truth_err, probe_gap, copy_gap, teacher_err, numbers_seen = [], [], [], [], []
     update_gap, zero_gap = [], []
     assistant_text = re.compile(r"\{\"reasoning\":\"([^\"]*)\"")
-    context_turns = info.get("context_turns", 0)
     for row in rows:
-        # the student reads the week in its windows (protocol.conversation_tiles): probe each, and
-        # leave out a window's context answer (the previous tile's last, probed there)
-        beliefs, increments, complete = [], [], True
-        for k, window in enumerate(conversation_tiles(row["messages"], context_turns)):
-            text = tokenizer.apply_chat_template(window, tokenize=False)
-            ids = tokenizer(text, add_special_tokens=False, return_tensors="pt")["input_ids"].to(model.device)
-            with torch.no_grad():
-                logits = model(ids).logits[0].float().cpu()
-            numbers = _belief_numbers(text, tokenizer, logits)
-            if numbers is None:
-                complete = False
-                break
-            beliefs.append([a[1:] if k else a for a in numbers])
-            if any(_UPDATE_NUMBER.search(m.group(1)) for m in assistant_text.finditer(text)):
-                updates = _belief_numbers(text, tokenizer, logits, _UPDATE_NUMBER, clip=False)
-                if updates is not None:
-                    increments.append([a[1:] if k else a for a in updates])
-        if not complete:
+        text = tokenizer.apply_chat_template(row["messages"], tokenize=False)
+        ids = tokenizer(text, add_special_tokens=False, return_tensors="pt")["input_ids"].to(model.device)
+        with torch.no_grad():
+            logits = model(ids).logits[0].float().cpu()
+        numbers = _belief_numbers(text, tokenizer, logits)
+        if numbers is None:
             continue
-        teacher, probe, readable = (np.concatenate(column) for column in zip(*beliefs))
+        teacher, probe, readable = numbers
         if not readable.any():
             continue
         numbers_seen.append(~np.isnan(probe[readable]))
-        if increments:
-            stated, chosen = (np.concatenate(column) for column in list(zip(*increments))[:2])
-            update_gap.append(np.nanmean(np.abs(chosen - stated)))
-            zero_gap.append(np.mean(np.abs(stated)))
+        if any(_UPDATE_NUMBER.search(m.group(1)) for m in assistant_text.finditer(text)):
+            updates = _belief_numbers(text, tokenizer, logits, _UPDATE_NUMBER, clip=False)
+            if updates is not None:
+                update_gap.append(np.nanmean(np.abs(updates[1] - updates[0])))
+                zero_gap.append(np.mean(np.abs(updates[0])))
         truth = np.asarray(row["true_belief"])
         previous = np.vstack([teacher[:1], teacher[:-1]])
         teacher_err.append(np.abs(teacher - truth).mean(axis=1))

@@ -1,10 +1,9 @@
 """An LLM as a RhythmEnv agent: lockstep batched generation, one `generate` call per step for all
 episodes, answers parsed by the protocol, invalid answers replaced by the safe fallback and counted.
 
-The prompt format is the checkpoint's (`prompt_format` and `context_turns` in rhythm_checkpoint.json):
-"table" renders the week so far into one user message per step; the chat formats keep one
-conversation per episode, the model's own earlier answers (as generated) in it, of which a student
-with `context_turns` sees its window (protocol.conversation_window)."""
+The prompt format is the checkpoint's (`prompt_format` in rhythm_checkpoint.json): "table" renders
+the week so far into one user message per step; the chat formats keep one conversation per episode,
+the model's own earlier answers (as generated) in it."""
 
 from __future__ import annotations
 
@@ -26,11 +25,10 @@ class LLMPolicyAgent(Agent):
 
     def __init__(self, model, tokenizer, *, sampling: SamplingConfig | None = None, variant: str = "full",
                  prompt_format: str = "table", name: str = "student", batch_size: int = 64,
-                 reuse_prompt_cache: bool = True, context_turns: int = 0):
+                 reuse_prompt_cache: bool = True):
         self.model, self.tokenizer = model, tokenizer
         self.sampling = sampling or SamplingConfig()
         self.variant, self.prompt_format, self.name, self.batch_size = variant, prompt_format, name, batch_size
-        self.context_turns = context_turns
         # Each step's prompt extends the last one, so its shared prefix need not be run again.
         self.reuse_prompt_cache = reuse_prompt_cache and supports_prompt_cache(model)
         self.prompt_cache: PromptCache | None = None
@@ -46,9 +44,7 @@ class LLMPolicyAgent(Agent):
             sampling = SamplingConfig(**{**sampling.__dict__, "max_new_tokens": int(1.5 * info["max_answer_tokens"])})
         variant = kwargs.pop("variant", info.get("prompt_variant", "full"))
         prompt_format = kwargs.pop("prompt_format", info.get("prompt_format", "table"))
-        context_turns = kwargs.pop("context_turns", info.get("context_turns", 0))
-        return cls(model, tokenizer, sampling=sampling, variant=variant, prompt_format=prompt_format,
-                   context_turns=context_turns, **kwargs)
+        return cls(model, tokenizer, sampling=sampling, variant=variant, prompt_format=prompt_format, **kwargs)
 
     def reset(self, env: VectorRhythmEnv) -> None:
         super().reset(env)
@@ -63,8 +59,7 @@ class LLMPolicyAgent(Agent):
     def act(self, obs: BatchObservation) -> Decision:
         for n in range(len(obs)):
             self.histories[n].append(obs.item(n))
-        messages = [render_conversation(h, a, variant=self.variant, prompt_format=self.prompt_format,
-                                        context_turns=self.context_turns)
+        messages = [render_conversation(h, a, variant=self.variant, prompt_format=self.prompt_format)
                     for h, a in zip(self.histories, self.answers)]
         sampling = SamplingConfig(**{**self.sampling.__dict__, "seed": self.sampling.seed + 1000 * obs.step})
         answers = generate_answers(self.model, self.tokenizer, messages, sampling, batch_size=self.batch_size,

@@ -15,7 +15,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..data.sft_dataset import dataset_format
-from ..protocol import CHAT_FORMATS, conversation_tiles, conversation_window, system_prompt
+from ..protocol import system_prompt
+from ..tracking.callback import attach_tracking
+from ..tracking.store import report_to_list
 from .generation import SamplingConfig, valid_answer_rate
 from .models import TINY, device_name, load_model_and_tokenizer
 from .plots import plot_curves
@@ -25,19 +27,22 @@ from .tiny import TinyModelConfig, build_tiny_base
 @dataclass
 class SFTRunConfig:
     base_model: str = TINY  # "tiny" (offline) or a Hugging Face model id / local path
-    max_steps: int = 120  # > 0 overrides num_train_epochs
+    max_steps: int = 240  # > 0 overrides num_train_epochs
     num_train_epochs: float = 1.0
-    learning_rate: float = 3e-3  # for the tiny model; ~2e-4 suits LoRA on a real model
+    learning_rate: float = 1e-3  # for the tiny model; ~2e-4 suits LoRA on a real model
     per_device_train_batch_size: int = 8
     gradient_accumulation_steps: int = 1
     max_length: int = 4096  # a chat-format week with full reasoning is ~3.7k tiny-tokenizer tokens
-    # The student sees the week in tiles of `context_turns` steps (protocol.conversation_window): the
-    # step before its tile as context, then the tile's turns so far. Training examples are those
-    # windows, one per tile, each answer supervised once, the context answer without loss; the
-    # checkpoint records it, so GRPO and evaluation prompt the same way. With the evidence reasoning
-    # an answer needs only the previous belief and the newest observation, and a window costs the
-    # attention of a few turns instead of a whole week (~2,700 tokens). 0: whole weeks.
-    context_turns: int = 4
+    # The recipe's two phases: `short_context_steps` steps on the first `short_context_length` tokens
+    # of every conversation (the first days of the week) at `short_context_learning_rate`, then
+    # `max_steps` on whole weeks at `learning_rate`. Short sequences are ~4x cheaper per step, and a
+    # model trained from scratch forms the circuits that read numbers from its context (the anomalies,
+    # its own previous belief) there; whole weeks then teach the rest of the week. Windows of a few
+    # turns from anywhere in the week, with the student reading only its window, learned less in
+    # more time (benchmarks/README.md).
+    short_context_steps: int = 600
+    short_context_length: int = 512
+    short_context_learning_rate: float = 3e-3
     use_lora: bool | None = None  # None: LoRA for real models, full training for the tiny one
     lora_r: int = 16
     lora_alpha: int = 32
@@ -52,6 +57,7 @@ class SFTRunConfig:
     seed: int = 0
     prompt_variant: str | None = None  # None: "compact" for the tiny model, "full" otherwise
     tiny: dict[str, int] = field(default_factory=dict)  # overrides of TinyModelConfig fields
+    report_to: str = "mlflow"  # trainer integrations: mlflow (the run its owner opened), tensorboard, none, "a,b"
 
     @property
     def lora(self) -> bool:
@@ -91,9 +97,10 @@ class StreamLogs:
 
 class Snapshots:
     """A TrainerCallback that saves the model (with tokenizer and checkpoint record) at the given
-    global steps into `root`/step-N, noting the training seconds spent so far."""
+    global steps (counted through both phases; this phase starts after `offset`) into `root`/step-N,
+    noting the training seconds spent so far (`clock` holds the finished phases')."""
 
-    def __init__(self, steps, root: Path, tokenizer, record: Callable[..., dict]):
+    def __init__(self, steps, offset: int, root: Path, tokenizer, record: Callable[..., dict], clock: dict):
         from transformers import TrainerCallback
 
         wanted, started = set(steps), {}
@@ -103,13 +110,14 @@ class Snapshots:
                 started["at"] = time.perf_counter()
 
             def on_step_end(self, args, state, control, model=None, **kwargs):
-                if state.global_step in wanted:
-                    where = root / f"step-{state.global_step}"
+                step = offset + state.global_step
+                if step in wanted:
+                    where = root / f"step-{step}"
                     model.save_pretrained(str(where))
                     tokenizer.save_pretrained(str(where))
-                    seconds = round(time.perf_counter() - started["at"], 1)
+                    seconds = round(clock["train_s"] + time.perf_counter() - started["at"], 1)
                     (where / "rhythm_checkpoint.json").write_text(json.dumps(
-                        record(snapshot={"step": state.global_step, "train_s": seconds}), indent=2, sort_keys=True,
+                        record(snapshot={"step": step, "train_s": seconds}), indent=2, sort_keys=True,
                         default=str) + "\n")
 
         self.callback = Callback()
@@ -136,16 +144,6 @@ def _to_prompt_completion(ds):
     return ds.map(split, batched=True, remove_columns=ds.column_names)
 
 
-def conversation_windows(ds, turns: int):
-    """Each conversation as the windows a student with `turns` context turns sees
-    (protocol.conversation_tiles): every answer supervised in exactly one window, the context answer
-    before a tile marked `train: False` (no loss)."""
-    if turns < 1:
-        raise ValueError(f"context_turns must be >= 1 for windows, got {turns}")
-    return ds.map(lambda batch: {"messages": [w for m in batch["messages"] for w in conversation_tiles(m, turns)]},
-                  batched=True, remove_columns=ds.column_names)
-
-
 def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dict], None] | None = None,
             provenance: dict | None = None) -> dict:
     """Train on `dataset_dir` (a saved sft_dataset) into `out_dir`; returns metrics and paths.
@@ -166,10 +164,6 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
     data = datasets.DatasetDict({name: with_system_prompt(split.select_columns(["messages"]), config.variant)
                                  for name, split in data.items()})
     train, validation = data["train"], data["validation"]
-    # windows exist in the chat formats only: a table-format prompt already is one step's
-    context_turns = config.context_turns if data_format["prompt_format"] in CHAT_FORMATS else 0
-    if context_turns:
-        train, validation = conversation_windows(train, context_turns), conversation_windows(validation, context_turns)
     if len(validation) > config.eval_examples:
         validation = validation.shuffle(seed=config.seed).select(range(config.eval_examples))
 
@@ -182,8 +176,7 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
     model, tokenizer = load_model_and_tokenizer(base_path, for_training=True)
     if not _has_generation_markers(tokenizer):
         train, validation = _to_prompt_completion(train), _to_prompt_completion(validation)
-    conversations = [conversation_window(row["messages"][:-1], context_turns)
-                     for row in data["validation"].select(range(min(16, len(data["validation"]))))]
+    conversations = [row["messages"][:-1] for row in data["validation"].select(range(min(16, len(data["validation"]))))]
     # The teacher's answers bound how long a valid answer is; twice the longest is room enough and
     # keeps the untrained model's rambling short (it never stops on its own).
     answers = [m["content"] for row in data["train"].select(range(min(2000, len(data["train"]))))
@@ -200,36 +193,55 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
                                  target_modules=config.lora_target_modules, task_type="CAUSAL_LM")
     cuda = torch.cuda.is_available()
 
-    max_steps = config.max_steps
-    args = SFTConfig(
-        output_dir=str(out / "trainer"), max_steps=max_steps if max_steps > 0 else -1,
-        num_train_epochs=config.num_train_epochs, learning_rate=config.learning_rate,
-        per_device_train_batch_size=config.per_device_train_batch_size,
-        per_device_eval_batch_size=config.per_device_train_batch_size,
-        gradient_accumulation_steps=config.gradient_accumulation_steps, max_length=config.max_length,
-        assistant_only_loss=_has_generation_markers(tokenizer), logging_steps=config.logging_steps,
-        eval_strategy="no", save_strategy="no", report_to="none", use_cpu=not cuda,
-        bf16=cuda and torch.cuda.is_bf16_supported(), seed=config.seed, data_seed=config.seed,
-        lr_scheduler_type="cosine", warmup_steps=max(1, max_steps // 20) if max_steps > 0 else 0,
-        disable_tqdm=True,
-        # Recomputing activations saves memory real models need; the tiny model only pays its compute.
-        gradient_checkpointing=config.base_model != TINY,
-    )
     def student_record(**extra) -> dict:  # what GRPO and evaluation read to prompt the student
         return {"stage": "sft", "config": asdict(config), "prompt_variant": config.variant, **data_format,
-                "context_turns": context_turns, "max_answer_tokens": max(answer_tokens), **extra}
+                "max_answer_tokens": max(answer_tokens), **extra}
 
-    callbacks = [StreamLogs(on_log).callback]
-    if config.snapshot_steps:
-        callbacks.append(Snapshots(config.snapshot_steps, out / "snapshots", tokenizer, student_record).callback)
-    trainer = SFTTrainer(model=model, args=args, train_dataset=train,
-                         eval_dataset=validation if len(validation) else None, processing_class=tokenizer,
-                         peft_config=peft_config, callbacks=callbacks)
+    def trainer_for(model, max_steps: int, max_length: int, learning_rate: float, peft_config, step_offset: int):
+        args = SFTConfig(
+            output_dir=str(out / "trainer"), max_steps=max_steps if max_steps > 0 else -1,
+            num_train_epochs=config.num_train_epochs, learning_rate=learning_rate,
+            per_device_train_batch_size=config.per_device_train_batch_size,
+            per_device_eval_batch_size=config.per_device_train_batch_size,
+            gradient_accumulation_steps=config.gradient_accumulation_steps, max_length=max_length,
+            assistant_only_loss=_has_generation_markers(tokenizer), logging_steps=config.logging_steps,
+            eval_strategy="no", save_strategy="no", report_to=report_to_list(config.report_to), use_cpu=not cuda,
+            bf16=cuda and torch.cuda.is_bf16_supported(), seed=config.seed, data_seed=config.seed,
+            lr_scheduler_type="cosine", warmup_steps=max(1, max_steps // 20) if max_steps > 0 else 0,
+            disable_tqdm=True,
+            # Recomputing activations saves memory real models need; the tiny model only pays its compute.
+            gradient_checkpointing=config.base_model != TINY,
+        )
+        log = on_log if not step_offset else (lambda e: on_log({**e, "step": e["step"] + step_offset}))
+        callbacks = [StreamLogs(log).callback]
+        if config.snapshot_steps:
+            callbacks.append(Snapshots(config.snapshot_steps, step_offset, out / "snapshots", tokenizer,
+                                       student_record, clock).callback)
+        trainer = SFTTrainer(model=model, args=args, train_dataset=train,
+                             eval_dataset=validation if len(validation) else None, processing_class=tokenizer,
+                             peft_config=peft_config, callbacks=callbacks)
+        return attach_tracking(trainer, step_offset)  # report_to's MLflow callback, steps counted through phases
+
+    clock = {"train_s": 0.0}  # training seconds of the finished phases (snapshots report the total)
+    log_history: list[dict] = []  # both phases, steps counted through
+    short_steps = 0
+    if config.short_context_steps > 0:
+        short = trainer_for(model, config.short_context_steps, config.short_context_length,
+                            config.short_context_learning_rate, peft_config, 0)
+        started = time.perf_counter()
+        short.train()
+        clock["train_s"] += time.perf_counter() - started
+        short_steps = short.state.global_step
+        log_history += [{**e, "phase": "short_context"} for e in short.state.log_history]
+        model, peft_config = short.model, None  # the whole-week phase continues the same weights (or adapter)
+    trainer = trainer_for(model, config.max_steps, config.max_length, config.learning_rate, peft_config, short_steps)
     trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
     total = sum(p.numel() for p in trainer.model.parameters())
+    started = time.perf_counter()
     trainer.train()
-    log_history = trainer.state.log_history
-    steps_done = trainer.state.global_step
+    clock["train_s"] += time.perf_counter() - started
+    log_history += [{**e, "step": e["step"] + short_steps} for e in trainer.state.log_history]
+    steps_done = short_steps + trainer.state.global_step
     evaluation = trainer.evaluate() if len(validation) else {}
     on_log({"step": steps_done, **evaluation})
 
@@ -248,13 +260,13 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
     losses = [e["loss"] for e in history]
     metrics = {
         "base_model": config.base_model, "prompt_variant": config.variant, "base_path": str(base_path), "device": device_name(),
-        "steps": steps_done, "context_turns": context_turns, "trainable_parameters": trainable, "total_parameters": total,
+        "steps": steps_done, "short_context_steps": short_steps, "trainable_parameters": trainable, "total_parameters": total,
         "first_train_loss": losses[0] if losses else None, "final_train_loss": losses[-1] if losses else None,
         "eval_loss": evaluation.get("eval_loss"), "eval_mean_token_accuracy": evaluation.get("eval_mean_token_accuracy"),
         "final_mean_token_accuracy": history[-1].get("mean_token_accuracy") if history else None,
         "valid_answer_rate_before": valid_before, "valid_answer_rate_after": valid_after,
         "prompt_format": data_format["prompt_format"], "reasoning": data_format["reasoning"],
-        "train_examples": len(train), "wall_s": round(time.perf_counter() - start, 2),
+        "train_examples": len(train), "train_s": round(clock["train_s"], 1), "wall_s": round(time.perf_counter() - start, 2),
     }
     plot_curves({"train loss": [(e["step"], e["loss"]) for e in history]}, out / "training_loss.png",
                 title=f"SFT of {config.base_model}", ylabel="loss")

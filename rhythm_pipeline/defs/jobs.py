@@ -14,8 +14,8 @@ _LONG = PRESETS["long"]
 rhythm_lineage_long = dg.define_asset_job(
     "rhythm_lineage_long",
     selection=dg.AssetSelection.all(),
-    description="The longer training preset: 2,000 Bayesian-teacher weeks in the labeled chat format with the "
-                "evidence reasoning, 1,000 short-context + 800 whole-week SFT steps, 50 GRPO steps.",
+    description="The recipe at a larger budget: 2,000 Bayesian-teacher weeks, 1,000 short-context + 800 "
+                "whole-week SFT steps, 50 GRPO steps (rhythm distill --preset long).",
     config={"ops": {
         "teacher_trajectories": {"config": {"seeds": _LONG["teacher_seeds"]}},
         "sft_dataset": {"config": _LONG["dataset"]},

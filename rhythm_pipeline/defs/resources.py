@@ -82,15 +82,16 @@ class ComputeResource(dg.ConfigurableResource):
     hf_image: str | None = None
 
     def train(self, context, *, stage: str, config: dict, dataset_dir: str, out_dir: str,
-              init_dir: str | None = None, provenance: dict | None = None) -> None:
-        """Run one training stage into `out_dir`, which then holds result.json and model/."""
+              init_dir: str | None = None, provenance: dict | None = None, env: dict | None = None) -> None:
+        """Run one training stage into `out_dir`, which then holds result.json and model/. `env`: extra
+        environment of a local training process (the MLflow run to log into)."""
         if self.backend == "local":
-            return self._train_local(context, stage, config, dataset_dir, out_dir, init_dir, provenance)
+            return self._train_local(context, stage, config, dataset_dir, out_dir, init_dir, provenance, env)
         if self.backend == "hf_jobs":
             return self._train_hf_jobs(context, stage, config, dataset_dir, out_dir, init_dir, provenance)
         raise ValueError(f"unknown compute backend {self.backend!r}; allowed: local, hf_jobs")
 
-    def _train_local(self, context, stage, config, dataset_dir, out_dir, init_dir, provenance) -> None:
+    def _train_local(self, context, stage, config, dataset_dir, out_dir, init_dir, provenance, env=None) -> None:
         import sys
 
         from rhythm_core.compute.threads import thread_env
@@ -104,6 +105,7 @@ class ComputeResource(dg.ConfigurableResource):
         context.log.info(f"training {stage} in a subprocess with {threads} torch thread(s)")
         dg.PipesSubprocessClient(env=thread_env(threads)).run(
             context=context, command=[sys.executable, "-m", "rhythm_pipeline.train_entry"], extras=extras,
+            env=env or {},
         )
 
     def _train_hf_jobs(self, context, stage, config, dataset_dir, out_dir, init_dir, provenance) -> None:

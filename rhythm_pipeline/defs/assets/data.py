@@ -6,6 +6,7 @@ Asset bodies only translate between Dagster and rhythm_core.stages: config in, m
 
 import dagster as dg
 
+from rhythm_core.distill import DEFAULT_TEACHER_SEEDS
 from rhythm_core.env.spec import ENV_VERSION
 from rhythm_core.protocol import DEFAULT_PROMPT_FORMAT, DEFAULT_REASONING
 from rhythm_core.stages import StageIncomplete, dataset_stage, reeval_stage, teacher_stage
@@ -16,9 +17,9 @@ from rhythm_pipeline.settings import ACTIVE_GRADER, GRADING_AUTOMATION, GRADING_
 
 class TeacherTrajectoriesConfig(dg.Config):
     condition: str = "continuous"
-    # Training seeds only (continuous 1000-9999). 256 Bayesian-teacher weeks take ~4 s; with a paid
-    # teacher set the resource's max_cost_usd.
-    seeds: str = "1000-1255"
+    # Training seeds only (continuous 1000-9999). The recipe's 1,000 Bayesian-teacher weeks take ~10 s;
+    # with a paid teacher set the resource's max_cost_usd.
+    seeds: str = DEFAULT_TEACHER_SEEDS
 
 
 @dg.asset(

@@ -21,6 +21,7 @@ from rhythm_core.evaluation.teacher_play import play_teacher as play_teacher_on_
 from rhythm_core.training.generation import SamplingConfig
 from rhythm_pipeline.defs.executor import PARALLEL_TORCH_TAGS, step_thread_budget
 from rhythm_pipeline.defs.resources import TeacherResource
+from rhythm_pipeline.defs.tracking import TrackingResource
 from rhythm_pipeline.lineage import lineage_metadata, png_metadata, versioned_output
 from rhythm_pipeline.settings import ACTIVE_GRADER, GRADING_AUTOMATION, GRADING_TAGS, artifact_root
 
@@ -122,7 +123,7 @@ def publish_eval_rollouts(context: dg.OpExecutionContext, plan: dict, continuous
     })
 
 
-EVAL_ROLLOUTS_CODE_VERSION = "eval-rollouts-3"  # 3: students read the week in their checkpoint's windows
+EVAL_ROLLOUTS_CODE_VERSION = "eval-rollouts-3"  # 3: the headline student from GRPO's validation gate
 
 
 def _eval_config(config: dict) -> dict:
@@ -164,7 +165,7 @@ def eval_rollouts(grpo_checkpoint: dict, sft_checkpoint: dict):
         "evaluation (scheduled re-evaluations on fresh seed windows show drift and variance over time)."
     ),
 )
-def eval_results(context: dg.AssetExecutionContext, eval_rollouts: dict) -> dg.Output[dict]:
+def eval_results(context: dg.AssetExecutionContext, eval_rollouts: dict, tracking: TrackingResource) -> dg.Output[dict]:
     root = artifact_root(context)
     result = eval_results_stage(eval_rollouts["dir"], ACTIVE_GRADER, root,
                                 provenance={"eval_rollouts_version": eval_rollouts["version"]})
@@ -176,7 +177,8 @@ def eval_results(context: dg.AssetExecutionContext, eval_rollouts: dict) -> dg.O
     # One number per key, so the asset's Plots tab charts each across materializations (drift
     # between weekly re-evaluations without opening a file).
     headline = headline_figures(result["results"])
-    slim = {k: v for k, v in result.items() if k != "results"}
+    tracked = tracking.log_evaluation(context, result, eval_rollouts)  # an MLflow run linked to the students' runs
+    slim = {**{k: v for k, v in result.items() if k != "results"}, "mlflow_run_id": tracked.run_id}
     return versioned_output(slim, {
         "results": dg.MetadataValue.md(result["markdown"]),
         "final_scores": png_metadata(result["final_scores_png"], "final scores"),
@@ -190,6 +192,6 @@ def eval_results(context: dg.AssetExecutionContext, eval_rollouts: dict) -> dg.O
         "seeds": dg.MetadataValue.json(result["results"]["provenance"].get("seeds", {})),
         "base_model": result["results"]["provenance"].get("base_model"),
         "headline_student": result["results"]["provenance"].get("headline_student", "student_grpo"),
-        **{key: dg.MetadataValue.float(value) for key, value in headline.items()},
+        **{key: dg.MetadataValue.float(value) for key, value in headline.items()}, **tracked.metadata(),
         **lineage_metadata(context, {"eval_rollouts": eval_rollouts}),
     })

@@ -11,6 +11,7 @@ from rhythm_core.stages import push_checkpoint, train_and_publish
 from rhythm_core.training.grpo import GRPORunConfig
 from rhythm_core.training.sft import SFTRunConfig
 from rhythm_pipeline.defs.resources import ComputeResource, HubResource
+from rhythm_pipeline.defs.tracking import TrackingResource
 from rhythm_pipeline.lineage import lineage_metadata, png_metadata, versioned_output
 from rhythm_pipeline.settings import artifact_root
 
@@ -47,10 +48,14 @@ GrpoCheckpointConfig = launchpad_config("GrpoCheckpointConfig", GRPORunConfig, r
 
 
 def _train(context, compute: ComputeResource, stage: str, config: dict, dataset_dir: str, provenance: dict,
-           init_dir: str | None = None) -> dict:
-    return train_and_publish(artifact_root(context), stage, lambda staged: compute.train(
-        context, stage=stage.split("_")[0], config=config, dataset_dir=dataset_dir, out_dir=str(staged),
-        init_dir=init_dir, provenance=provenance))
+           init_dir: str | None = None, *, tracking: TrackingResource, upstream: dict) -> tuple[dict, dict]:
+    """Train and publish; the result (with its MLflow run id) and the tracking metadata."""
+    with tracking.training_run(context, config, upstream) as tracked:  # one MLflow run, the subprocess logs into it
+        result = train_and_publish(artifact_root(context), stage, lambda staged: compute.train(
+            context, stage=stage.split("_")[0], config=config, dataset_dir=dataset_dir, out_dir=str(staged),
+            init_dir=init_dir, provenance=provenance, env=tracked.env))
+        tracked.finish_training(result)
+    return {**result, "mlflow_run_id": tracked.run_id}, tracked.metadata()
 
 
 def _compute_metadata(result: dict, compute: ComputeResource) -> dict:
@@ -64,7 +69,7 @@ def _compute_metadata(result: dict, compute: ComputeResource) -> dict:
 
 @dg.asset(
     group_name="training",
-    code_version="sft-3",  # 3: windows of context_turns, the recipe's tiny model
+    code_version="sft-3",  # 3: the recipe (two phases, the tiny model with numeric embeddings and 8 heads)
     kinds={"pytorch", "huggingface"},
     description=(
         "The distilled student: TRL SFT on sft_dataset with the loss on the assistant turn only. The default "
@@ -74,23 +79,24 @@ def _compute_metadata(result: dict, compute: ComputeResource) -> dict:
     ),
 )
 def sft_checkpoint(context: dg.AssetExecutionContext, config: SftCheckpointConfig, sft_dataset: dict,
-                   compute: ComputeResource, hub: HubResource) -> dg.Output[dict]:
+                   compute: ComputeResource, hub: HubResource, tracking: TrackingResource) -> dg.Output[dict]:
     run_config = run_config_of(config, SFTRunConfig)
     provenance = {"sft_dataset": sft_dataset["path"], "sft_dataset_version": sft_dataset["version"],
                   "teacher": sft_dataset["provenance"]["teacher"]["id"]}
-    result = _train(context, compute, "sft_checkpoint", run_config, sft_dataset["path"], provenance)
+    result, tracked = _train(context, compute, "sft_checkpoint", run_config, sft_dataset["path"], provenance,
+                             tracking=tracking, upstream={"sft_dataset": sft_dataset})
     metadata = {
         "artifact_path": dg.MetadataValue.path(result["model_dir"]),
         "training_loss": png_metadata(result["loss_plot"], "training loss"),
         "training_loss_png": dg.MetadataValue.path(result["loss_plot"]),
         "base_model": result["base_model"], "device": result["device"], "steps": result["steps"],
         "prompt_format": result["prompt_format"], "reasoning": result["reasoning"],
-        "context_turns": result["context_turns"], "trainable_parameters": result["trainable_parameters"], "total_parameters": result["total_parameters"],
+        "short_context_steps": result["short_context_steps"], "trainable_parameters": result["trainable_parameters"], "total_parameters": result["total_parameters"],
         "first_train_loss": result["first_train_loss"], "final_train_loss": result["final_train_loss"],
         "eval_loss": result["eval_loss"], "eval_mean_token_accuracy": result["eval_mean_token_accuracy"],
         "valid_answer_rate_before": result["valid_answer_rate_before"],
         "valid_answer_rate_after": result["valid_answer_rate_after"],
-        "wall_s": result["wall_s"], **_compute_metadata(result, compute), "teacher": provenance["teacher"],
+        "wall_s": result["wall_s"], **_compute_metadata(result, compute), "teacher": provenance["teacher"], **tracked,
         **lineage_metadata(context, {"sft_dataset": sft_dataset}, config),
     }
     if config.push_to_hub:
@@ -113,7 +119,7 @@ def _validation_metadata(validation: dict | None) -> dict:
 
 @dg.asset(
     group_name="training",
-    code_version="grpo-3",  # 3: prompts in the student's windows
+    code_version="grpo-3",  # 3: the Bayesian teacher's continuation, the validation gate
     kinds={"pytorch", "huggingface"},
     description=(
         "The student refined with TRL GRPO from sft_checkpoint. Rewards come from the real env and grader: "
@@ -123,12 +129,14 @@ def _validation_metadata(validation: dict | None) -> dict:
     ),
 )
 def grpo_checkpoint(context: dg.AssetExecutionContext, config: GrpoCheckpointConfig, sft_checkpoint: dict,
-                    sft_dataset: dict, compute: ComputeResource, hub: HubResource) -> dg.Output[dict]:
+                    sft_dataset: dict, compute: ComputeResource, hub: HubResource,
+                    tracking: TrackingResource) -> dg.Output[dict]:
     run_config = run_config_of(config, GRPORunConfig, rename=_GRPO_RENAME)
     provenance = {"sft_checkpoint": sft_checkpoint["path"], "sft_checkpoint_version": sft_checkpoint["version"],
                   "sft_dataset_version": sft_dataset["version"], "reward_grader": config.reward_grader}
-    result = _train(context, compute, "grpo_checkpoint", run_config, sft_dataset["path"], provenance,
-                    init_dir=sft_checkpoint["model_dir"])
+    result, tracked = _train(context, compute, "grpo_checkpoint", run_config, sft_dataset["path"], provenance,
+                             init_dir=sft_checkpoint["model_dir"], tracking=tracking,
+                             upstream={"sft_checkpoint": sft_checkpoint, "sft_dataset": sft_dataset})
     metadata = {
         "artifact_path": dg.MetadataValue.path(result["model_dir"]),
         "reward_curves": png_metadata(result["reward_plot"], "GRPO reward curves"),
@@ -142,7 +150,7 @@ def grpo_checkpoint(context: dg.AssetExecutionContext, config: GrpoCheckpointCon
                                         "mean_action_value", "mean_belief_accuracy") if result.get(key) is not None},
         **_validation_metadata(result.get("validation")),
         "device": result["device"], "wall_s": result["wall_s"], "reward_grader": config.reward_grader,
-        "base_model": sft_checkpoint.get("base_model"), **_compute_metadata(result, compute),
+        "base_model": sft_checkpoint.get("base_model"), **_compute_metadata(result, compute), **tracked,
         **lineage_metadata(context, {"sft_checkpoint": sft_checkpoint, "sft_dataset": sft_dataset}, config),
     }
     if config.push_to_hub:

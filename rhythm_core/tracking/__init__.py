@@ -1,0 +1,30 @@
+"""Experiment tracking and the model registry with MLflow (no Dagster here).
+
+    store     `Tracker`: one MLflow store (a local SQLite file by default, any server by URI) behind
+              calls that never raise: a tracking failure is a warning, never a failed training run
+    callback  transformers' MLflow integration as `report_to="mlflow"` selects it, logging every
+              training step into the run its owner opened (MLFLOW_RUN_ID), across SFT's two phases
+    registry  which evaluated student is registered, and the promotion rule for alias `champion`
+
+Who opens a run owns it: the Dagster assets open one per materialization and hand its id to the
+training subprocess through the environment (`Tracker.subprocess_env`); outside Dagster,
+`tracked_run` does the same around `rhythm_core.training.entry.run_stage`. A bare `run_sft` /
+`run_grpo` with no run to log into trains untracked.
+
+`store` and `callback` import no other rhythm_core package, so `training` may import them;
+`registry` reads eval_results documents (`evaluation.results`).
+"""
+
+from .store import (
+    DEFAULT_EXPERIMENT,
+    DEFAULT_UI_URL,
+    Tracker,
+    flat_params,
+    local_store_uri,
+    numeric_metrics,
+    report_to_list,
+    tracked_run,
+)
+
+__all__ = ["DEFAULT_EXPERIMENT", "DEFAULT_UI_URL", "Tracker", "flat_params", "local_store_uri", "numeric_metrics",
+           "report_to_list", "tracked_run"]

@@ -1,0 +1,303 @@
+"""MLflow tracking and the model registry against a real local store (SQLite, no mocks): a tiny SFT
+materialization logs every step into one MLflow run tagged with the Dagster run; a store that
+cannot be written is a warning, not a failed asset; the registry promotes a better student, refuses
+a worse one, and refuses a better one whose blocking check failed or that was evaluated elsewhere."""
+
+import json
+import logging
+
+import dagster as dg
+import pytest
+
+from rhythm_core.tracking import Tracker, local_store_uri, report_to_list
+from rhythm_core.tracking.registry import CANDIDATE, CHAMPION, evaluation_key, promotion_decision
+from rhythm_core.tracking.store import report_names
+from rhythm_pipeline.defs.assets.data import sft_dataset, teacher_trajectories
+from rhythm_pipeline.defs.assets.registry import registered_student
+from rhythm_pipeline.defs.assets.training import sft_checkpoint
+from rhythm_pipeline.defs.resources import ComputeResource, HubResource, TeacherResource
+from rhythm_pipeline.defs.tracking import TrackingResource
+
+
+@pytest.fixture(scope="session")
+def mlflow_store(tmp_path_factory):
+    """One SQLite tracking store for the session (creating its tables takes several seconds)."""
+    root = tmp_path_factory.mktemp("mlflow_store")
+    tracker = Tracker.for_root(root)
+    assert tracker.experiment_id() is not None, tracker.error
+    return local_store_uri(root)
+
+
+def _client(uri):
+    from mlflow import MlflowClient
+
+    return MlflowClient(tracking_uri=uri, registry_uri=uri)
+
+
+def test_report_to_names_and_mlflow_only_with_a_run_to_log_into(monkeypatch):
+    assert report_names("mlflow, tensorboard") == ["mlflow", "tensorboard"]
+    assert report_names("none") == [] and report_names("") == []
+    with pytest.raises(ValueError):
+        report_names("none,mlflow")
+    monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
+    assert report_to_list("mlflow") == "none"  # no run opened: transformers must not open one in ./mlflow.db
+    assert report_to_list("mlflow,tensorboard") == ["tensorboard"]
+    monkeypatch.setenv("MLFLOW_RUN_ID", "abc")
+    assert report_to_list("mlflow") == ["mlflow"]
+
+
+def _candidate(score: float, checkpoint: str, seeds: str = "0-3") -> dict:
+    seeds_by_condition = {"continuous": seeds}
+    key = evaluation_key(seeds_by_condition, "v3", "env-1")
+    return {"agent": "student_grpo", "stage": "grpo", "grader": "v3", "seeds": seeds_by_condition,
+            "checkpoint_version": checkpoint, "headline": score, "evaluation_key": key,
+            "evaluations": {key: {"grader": "v3", "headline": score}}}
+
+
+def test_promotion_rule():
+    passed = {"grpo_checkpoint.grpo_not_worse_than_sft": True}
+    first = promotion_decision(_candidate(0.5, "a"), None, passed)
+    assert (first["decision"], first["alias"]) == ("promoted", CHAMPION)
+    champion = {"version": "1", "tags": {"checkpoint_version": "a", f"eval.{_candidate(0.5, 'a')['evaluation_key']}": "0.5"}}
+    assert promotion_decision(_candidate(0.55, "b"), champion, passed)["decision"] == "promoted"
+    worse = promotion_decision(_candidate(0.45, "b"), champion, passed)
+    assert (worse["decision"], worse["alias"]) == ("candidate", CANDIDATE)
+    assert worse["comparison"]["difference"] == pytest.approx(-0.05)
+    assert promotion_decision(_candidate(0.55, "b"), champion, passed, min_improvement=0.1)["decision"] == "candidate"
+    failed = promotion_decision(_candidate(0.9, "b"), champion, {**passed, "x.y": False})
+    assert failed["decision"] == "candidate" and failed["failed_checks"] == ["x.y"]
+    assert promotion_decision(_candidate(0.9, "b"), champion, {"x.y": None})["decision"] == "candidate"
+    elsewhere = promotion_decision(_candidate(0.9, "b", seeds="4-7"), champion, passed)
+    assert elsewhere["decision"] == "candidate" and "never evaluated on these seeds" in elsewhere["reason"]
+    assert promotion_decision(_candidate(0.1, "a"), champion, passed)["decision"] == "unchanged"
+
+
+# -- the training asset -------------------------------------------------------------------------
+SMALL_SFT = {"ops": {"teacher_trajectories": {"config": {"seeds": "1000-1003"}},
+                     "sft_checkpoint": {"config": {"max_steps": 1, "short_context_steps": 1, "logging_steps": 1,
+                                                   "short_context_length": 256, "max_length": 768, "eval_examples": 2,
+                                                   "per_device_train_batch_size": 2}}}}
+
+
+def _materialize_sft(instance, tracking: TrackingResource):
+    resources = {"teacher": TeacherResource(), "hub": HubResource(), "compute": ComputeResource(), "tracking": tracking}
+    return dg.materialize([teacher_trajectories, sft_dataset, sft_checkpoint], instance=instance, resources=resources,
+                          run_config=SMALL_SFT, raise_on_error=False)
+
+
+def _metadata(result, asset: str) -> dict:
+    return next(e.event_specific_data.materialization.metadata for e in result.get_asset_materialization_events()
+                if e.asset_key.to_user_string() == asset)
+
+
+def test_sft_materialization_is_one_mlflow_run_with_every_step(instance, mlflow_store):
+    result = _materialize_sft(instance, TrackingResource(tracking_uri=mlflow_store))
+    assert result.success
+    meta = _metadata(result, "sft_checkpoint")
+    run_id = meta["mlflow_run_id"].value
+    assert meta["mlflow_url"].value.startswith("http://127.0.0.1:5000/#/experiments/") and run_id in meta["mlflow_url"].value
+    client = _client(mlflow_store)
+    run = client.get_run(run_id)
+    assert run.info.status == "FINISHED" and run.info.run_name == f"sft_checkpoint-{result.run_id[:8]}"
+    tags = run.data.tags
+    assert tags["dagster.run_id"] == result.run_id and tags["dagster.asset_key"] == "sft_checkpoint"
+    assert tags["dagster.upstream.sft_dataset"] == meta["upstream_data_versions"].value["sft_dataset"]
+    assert tags["rhythm.base_model"] == "tiny" and tags["rhythm.prompt_format"] and tags["rhythm.data_version"]
+    assert run.data.params["max_steps"] == "1" and run.data.params["report_to"] == "mlflow"
+    # every logged step, counted through both phases (a short-context step, then a whole-week step), logged
+    # by the training subprocess
+    assert [m.step for m in client.get_metric_history(run_id, "loss")] == [1, 2]
+    assert "valid_answer_rate_after" in run.data.metrics and "eval_loss" in run.data.metrics
+    artifacts = {a.path for a in client.list_artifacts(run_id)} | {a.path for a in client.list_artifacts(run_id, "model_card")}
+    assert {"training_loss.png", "metrics.json", "model_card/README.md"} <= artifacts
+
+
+def _unwritable_store(tmp_path) -> str:
+    blocker = tmp_path / "not_a_directory"
+    blocker.write_text("a file where the store's folder should be")
+    return f"sqlite:///{blocker}/mlflow.db"
+
+
+@pytest.mark.slow
+def test_training_with_a_store_that_cannot_be_written_is_a_warning_not_a_failed_asset(instance, tmp_path):
+    result = _materialize_sft(instance, TrackingResource(tracking_uri=_unwritable_store(tmp_path)))
+    assert result.success
+    meta = _metadata(result, "sft_checkpoint")
+    assert "mlflow_run_id" not in meta and meta["mlflow"].value.startswith("not tracked: start a run")
+    assert meta["final_train_loss"].value is not None  # the figures reach Dagster as always
+    warnings = [str(e.user_message) for e in instance.all_logs(result.run_id) if e.level == logging.WARNING]
+    assert any("MLflow tracking off" in w for w in warnings)
+
+
+def test_the_training_callback_warns_once_and_training_goes_on(tmp_path, monkeypatch, caplog):
+    from types import SimpleNamespace
+
+    from rhythm_core.tracking.callback import rhythm_mlflow_callback
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", _unwritable_store(tmp_path))
+    monkeypatch.setenv("MLFLOW_RUN_ID", "0123456789abcdef")
+    callback = rhythm_mlflow_callback(step_offset=10)
+    state = SimpleNamespace(global_step=1, is_world_process_zero=True)
+    with caplog.at_level(logging.WARNING, logger="rhythm_core.tracking"):
+        for step in (1, 2, 3):
+            state.global_step = step
+            callback.on_log(None, state, None, logs={"loss": 1.0 / step})  # never raises
+    assert len([r for r in caplog.records if "MLflow tracking off" in r.message]) == 1 and callback.logged == 0
+
+
+@dg.asset(name="eval_rollouts")
+def stub_eval_rollouts(context) -> dict:
+    """Baselines only (no student), a few seeds: what eval_results grades, in a second."""
+    from rhythm_core.evaluation.rollouts import eval_rollouts_stage
+    from rhythm_pipeline.settings import artifact_root
+
+    seeds = {"continuous": "0-1", "ood": "10000-10001", "discrete3": "20000-20002"}
+    return eval_rollouts_stage({}, seeds, artifact_root(context), baselines=["random", "heuristic", "bayes"])
+
+
+def _materialize_eval_results(instance, tracking: TrackingResource):
+    from rhythm_pipeline.defs.assets.evaluation import eval_results
+
+    result = dg.materialize([stub_eval_rollouts, eval_results], instance=instance, resources={"tracking": tracking})
+    return result, _metadata(result, "eval_results")
+
+
+def test_eval_results_logs_its_figures_to_a_run(instance, mlflow_store):
+    result, meta = _materialize_eval_results(instance, TrackingResource(tracking_uri=mlflow_store))
+    run = _client(mlflow_store).get_run(meta["mlflow_run_id"].value)
+    assert run.data.tags["dagster.run_id"] == result.run_id and run.data.tags["rhythm.grader"] == "v3"
+    assert run.data.metrics["continuous/bayes/final_score"] == pytest.approx(meta["continuous/bayes/final_score"].value,
+                                                                           abs=1e-4)
+    assert "continuous/bayes/belief_mae" in run.data.metrics and "ood/heuristic/final_score.v2" in run.data.metrics
+    assert {a.path for a in _client(mlflow_store).list_artifacts(run.info.run_id)} >= {"eval_results.json",
+                                                                                      "final_scores.png"}
+
+
+def test_a_store_that_cannot_be_written_is_a_warning_not_a_failed_asset(instance, tmp_path):
+    result, meta = _materialize_eval_results(instance, TrackingResource(tracking_uri=_unwritable_store(tmp_path)))
+    assert result.success and meta["mlflow"].value.startswith("not tracked: start a run")
+    assert "mlflow_run_id" not in meta and "continuous/bayes/final_score" in meta  # the figures reach Dagster
+    warnings = [str(e.user_message) for e in instance.all_logs(result.run_id) if e.level == logging.WARNING]
+    assert any("MLflow tracking off" in w for w in warnings)
+
+
+# -- the registry asset -------------------------------------------------------------------------
+GATE = {"passed": True}
+
+
+@dg.asset(name="grpo_checkpoint")
+def stub_grpo_checkpoint() -> dict:
+    return {"version": "stub"}
+
+
+@dg.asset_check(asset=stub_grpo_checkpoint, blocking=True, name="gate")
+def stub_gate() -> dg.AssetCheckResult:
+    return dg.AssetCheckResult(passed=GATE["passed"])
+
+
+def _eval_results_doc(root, checkpoint: str, score: float, seeds: str) -> dict:
+    model_dir = root / f"model-{checkpoint}"
+    model_dir.mkdir(exist_ok=True)
+    (model_dir / "model.safetensors").write_bytes(b"weights " + checkpoint.encode())
+
+    def agent(s):
+        return {"final_score": s, "recovery": 0.5, "belief_mae": 0.2, "invalid_rate": 0.0,
+                "by_grader": {"v3": {"final_score": s}, "v2": {"final_score": s + 0.1}}}
+
+    doc = {"grader": "v3", "graders": ["v3", "v2"], "env_version": "env-test",
+           "provenance": {"grpo_checkpoint_version": checkpoint, "sft_checkpoint_version": f"sft-{checkpoint}",
+                          "grpo_checkpoint": str(model_dir), "sft_checkpoint": str(model_dir), "base_model": "tiny",
+                          "sampling": {"temperature": 0.0}, "headline_student": "student_grpo",
+                          "eval_rollouts_version": f"rollouts-{checkpoint}"},
+           "conditions": {"continuous": {"seeds": seeds, "agents": {"student_grpo": agent(score),
+                                                                     "student_sft": agent(score - 0.05)}}}}
+    path = root / f"eval-{checkpoint}-{seeds}.json"
+    path.write_text(json.dumps(doc))
+    return {"json": str(path), "version": f"{checkpoint}-{seeds}", "mlflow_run_id": None}
+
+
+def test_registry_promotes_a_better_student_and_refuses_a_worse_one(instance, mlflow_store, tmp_path):
+    evaluation = {}
+
+    @dg.asset(name="eval_results", deps=[stub_grpo_checkpoint])
+    def stub_eval_results() -> dict:
+        return _eval_results_doc(tmp_path, *evaluation["next"])
+
+    model = f"rhythm-student-test-{tmp_path.name}"
+    defs = dg.Definitions(assets=[stub_grpo_checkpoint, stub_eval_results, registered_student], asset_checks=[stub_gate],
+                          resources={"tracking": TrackingResource(tracking_uri=mlflow_store, registered_model=model)})
+    job = defs.resolve_implicit_global_asset_job_def()
+
+    def register(checkpoint: str, score: float, seeds: str = "0-3", gate: bool = True):
+        GATE["passed"], evaluation["next"] = gate, (checkpoint, score, seeds)
+        if not gate:  # a failed blocking check stops its run; the evaluation comes in a later run
+            job.execute_in_process(instance=instance, asset_selection=[dg.AssetKey("grpo_checkpoint")],
+                                   raise_on_error=False)
+        selection = None if gate else [dg.AssetKey("eval_results"), dg.AssetKey("registered_student")]
+        result = job.execute_in_process(instance=instance, asset_selection=selection)
+        return {k: getattr(v, "value", v) for k, v in _metadata(result, "registered_student").items()}
+
+    first = register("a", 0.50)
+    assert (first["decision"], first["alias"], first["model_version"]) == ("promoted", "champion", "1")
+    worse = register("b", 0.45)
+    assert (worse["decision"], worse["alias"]) == ("candidate", "candidate")
+    assert worse["comparison"]["champion_score"] == 0.5 and worse["comparison"]["difference"] == pytest.approx(-0.05)
+    gated = register("c", 0.70, gate=False)
+    assert gated["decision"] == "candidate" and gated["comparison"]["candidate_score"] == 0.7
+    assert gated["blocking_checks"]["grpo_checkpoint.gate"]["passed"] is False
+    better = register("e", 0.60)
+    assert (better["decision"], better["model_version"]) == ("promoted", "4")
+    again = register("e", 0.55, seeds="8-11")  # the champion re-evaluated on new seeds: same version
+    assert (again["decision"], again["model_version"], again["new_version"]) == ("unchanged", "4", False)
+
+    client = _client(mlflow_store)
+    aliases = client.get_registered_model(model).aliases
+    assert aliases == {"champion": 4, "candidate": 3}
+    champion = client.get_model_version_by_alias(model, "champion")
+    assert champion.tags["checkpoint_version"] == "e" and champion.tags["grader"] == "v3"
+    assert champion.tags["score.continuous"] == "0.5500" and champion.tags["recovery.continuous"] == "0.5000"
+    assert champion.tags["lineage.eval_rollouts_version"] == "rollouts-e"
+    assert len([t for t in champion.tags if t.startswith("eval.")]) == 4  # 2 seed windows x (v3, v2)
+    files = {a.path for a in client.list_artifacts(champion.run_id, "model")}
+    assert files == {"model/model.safetensors"}
+
+
+# -- end to end ---------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_the_lineage_tracks_every_stage_and_registers_the_best_student(instance):
+    from rhythm_core.tracking import local_store_uri
+    from rhythm_pipeline.definitions import defs
+    from rhythm_pipeline.settings import artifact_root
+
+    config = {"ops": {
+        "teacher_trajectories": {"config": {"seeds": "1000-1007"}},
+        "sft_checkpoint": {"config": {"max_steps": 10, "short_context_steps": 0}},
+        "grpo_checkpoint": {"config": {"max_steps": 1, "teacher_prompts": 8, "student_episodes": 0}},
+        "eval_rollouts": {"config": {"continuous_seeds": "0-3", "ood_seeds": "10000-10001",
+                                     "discrete3_seeds": "20000-20002", "max_new_tokens": 48}},
+    }}
+    result = defs.resolve_job_def("rhythm_lineage").execute_in_process(instance=instance, run_config=config)
+    assert result.success
+    meta = {k: getattr(v, "value", v) for k, v in _metadata(result, "registered_student").items()}
+    assert meta["decision"] == "promoted" and meta["alias"] == "champion"
+    assert set(meta["blocking_checks"]) == {"teacher_trajectories.teacher_trajectories_complete_and_valid",
+                                            "sft_dataset.sft_dataset_has_no_eval_seeds",
+                                            "grpo_checkpoint.grpo_not_worse_than_sft"}
+    assert all(c["passed"] for c in meta["blocking_checks"].values())
+
+    with dg.build_asset_context(instance=instance) as context:  # the store under this instance's storage
+        uri = local_store_uri(artifact_root(context))
+    client = _client(uri)
+    runs = {r.data.tags["dagster.asset_key"]: r for r in client.search_runs(
+        [client.get_experiment_by_name("rhythm").experiment_id], f"tags.`dagster.run_id` = '{result.run_id}'")}
+    assert set(runs) == {"sft_checkpoint", "grpo_checkpoint", "eval_results"}
+    assert all(r.info.status == "FINISHED" for r in runs.values())
+    assert [m.step for m in client.get_metric_history(runs["sft_checkpoint"].info.run_id, "loss")] == [5, 10]
+    assert client.get_metric_history(runs["grpo_checkpoint"].info.run_id, "reward")
+    evaluation = runs["eval_results"].data.tags
+    assert evaluation["rhythm.student_grpo.mlflow_run_id"] == runs["grpo_checkpoint"].info.run_id
+    assert evaluation["rhythm.student_sft.mlflow_run_id"] == runs["sft_checkpoint"].info.run_id
+    champion = client.get_model_version_by_alias("rhythm-student", "champion")
+    stage = champion.tags["stage"]
+    assert champion.run_id == runs[f"{stage}_checkpoint"].info.run_id  # the model is logged into its training run
+    assert champion.tags["lineage.sft_dataset_version"] == runs["sft_checkpoint"].data.tags["dagster.upstream.sft_dataset"]
