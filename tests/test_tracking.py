@@ -10,7 +10,7 @@ import dagster as dg
 import pytest
 
 from rhythm_core.tracking import Tracker, local_store_uri, report_to_list
-from rhythm_core.tracking.registry import CANDIDATE, CHAMPION, evaluation_key, promotion_decision
+from rhythm_core.tracking.registry import CANDIDATE, CHAMPION, evaluation_key, headline_student, promotion_decision
 from rhythm_core.tracking.store import report_names
 from rhythm_pipeline.defs.assets.data import sft_dataset, teacher_trajectories
 from rhythm_pipeline.defs.assets.registry import registered_student
@@ -70,6 +70,18 @@ def test_promotion_rule():
     elsewhere = promotion_decision(_candidate(0.9, "b", seeds="4-7"), champion, passed)
     assert elsewhere["decision"] == "candidate" and "never evaluated on these seeds" in elsewhere["reason"]
     assert promotion_decision(_candidate(0.1, "a"), champion, passed)["decision"] == "unchanged"
+
+
+def test_the_registered_student_is_the_gates_choice_not_the_evaluations_best():
+    grpo, sft = {**_candidate(0.60, "g"), "agent": "student_grpo"}, {**_candidate(0.55, "s"), "agent": "student_sft"}
+    summaries = {"student_grpo": grpo, "student_sft": sft}
+    # The gate chose SFT on held-out training weeks: a higher evaluation score does not overrule it,
+    # or the evaluation seeds would pick the model.
+    assert headline_student(summaries, gate="student_sft") is sft
+    assert headline_student(summaries, gate=None) is grpo  # no gate verdict: the better evaluation
+    assert headline_student({"student_sft": sft}, gate="student_grpo") is sft
+    with pytest.raises(ValueError, match="no student"):
+        headline_student({})
 
 
 # -- the training asset -------------------------------------------------------------------------

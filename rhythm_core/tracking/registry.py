@@ -1,8 +1,8 @@
 """The model registry: which evaluated student is registered, and when alias `champion` moves to it.
 
-After an evaluation, the student with the best headline score (the mean over conditions of its
-final score under the active grader) is registered as a version of `rhythm-student`, once per
-checkpoint (a re-evaluation of a registered checkpoint adds its figures to that version's tags).
+After an evaluation, the lineage's headline student (`headline_student`: the one GRPO's validation
+gate chose on held-out training weeks, never on evaluation seeds) is registered as a version of
+`rhythm-student`, once per checkpoint (a re-evaluation of a registered checkpoint adds its figures to that version's tags).
 The promotion rule (`promotion_decision`, pure):
 
 1. a checkpoint that already holds `champion` keeps it (its tags gain the new evaluation);
@@ -87,15 +87,17 @@ def evaluation_metrics(results: dict) -> dict[str, float]:
     return out
 
 
-def best_student(summaries: dict[str, dict], prefer: str | None = None) -> dict:
-    """The student with the highest headline score; a tie goes to `prefer` (the validation gate's
-    headline student), then to GRPO."""
+def headline_student(summaries: dict[str, dict], gate: str | None = None) -> dict:
+    """The student the lineage ships: the one GRPO's validation gate named (the better of GRPO and its
+    SFT start on held-out *training* weeks, `grpo_checkpoint` metadata `headline_student`), so the
+    choice never looks at evaluation seeds. Without a gate verdict (no GRPO, or an older evaluation),
+    the student with the highest headline score, GRPO on a tie."""
     if not summaries:
         raise ValueError("no student in the evaluation results (expected student_grpo and/or student_sft)")
-    order = [prefer] if prefer in summaries else []
-    order += [a for a in STUDENTS if a in summaries and a not in order]
-    best = max(order, key=lambda a: (summaries[a]["headline"], -order.index(a)))
-    return summaries[best]
+    if gate in summaries:
+        return summaries[gate]
+    order = [a for a in STUDENTS if a in summaries]
+    return summaries[max(order, key=lambda a: (summaries[a]["headline"], -order.index(a)))]
 
 
 def champion_score(tags: Mapping[str, str], key: str) -> float | None:

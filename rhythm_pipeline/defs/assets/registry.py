@@ -1,4 +1,4 @@
-"""registered_student: the best evaluated student as a version of the MLflow registered model
+"""registered_student: the lineage's headline student as a version of the MLflow registered model
 `rhythm-student`, and the promotion rule for its alias `champion` (rhythm_core.tracking.registry)."""
 
 import hashlib
@@ -8,7 +8,7 @@ import dagster as dg
 from dagster_shared.check import CheckError
 
 from rhythm_core.evaluation.results import load_results
-from rhythm_core.tracking.registry import best_student, register_student, student_summaries
+from rhythm_core.tracking.registry import headline_student, register_student, student_summaries
 from rhythm_pipeline.defs.tracking import TrackingResource
 from rhythm_pipeline.lineage import lineage_metadata, versioned_output
 from rhythm_pipeline.settings import GRADING_AUTOMATION, GRADING_TAGS
@@ -69,7 +69,8 @@ def blocking_checks(context: dg.AssetExecutionContext) -> dict[str, dict]:
     automation_condition=GRADING_AUTOMATION,
     kinds={"mlflow"},
     description=(
-        "The student that scored best in eval_results (mean final score over the conditions, active grader), "
+        "The lineage's headline student (the better of GRPO and its SFT start on held-out training weeks, "
+        "the grpo_not_worse_than_sft gate's verdict; never chosen on evaluation seeds), "
         "registered as a version of the MLflow model `rhythm-student` (once per checkpoint) with its scores, "
         "recovery, seeds, grader and lineage as tags. Alias `champion` moves to it only when every blocking "
         "asset check behind it passed and it beats the current champion on the same evaluation seeds under "
@@ -81,7 +82,7 @@ def registered_student(context: dg.AssetExecutionContext, eval_results: dict,
                        tracking: TrackingResource) -> dg.Output[dict]:
     results = load_results(eval_results["json"])
     provenance = results.get("provenance", {})
-    candidate = best_student(student_summaries(results), prefer=provenance.get("headline_student"))
+    candidate = headline_student(student_summaries(results), gate=provenance.get("headline_student"))
     checks = blocking_checks(context)
     tracker = tracking.tracker(context)
     if tracker is None:
