@@ -34,6 +34,12 @@ def _client(uri):
     return MlflowClient(tracking_uri=uri, registry_uri=uri)
 
 
+def test_the_experiment_opens_as_model_training_in_the_ui(mlflow_store):
+    # Without the kind tag MLflow 3's UI shows the experiment as a GenAI app (traces), not its runs.
+    experiment = _client(mlflow_store).get_experiment_by_name("rhythm")
+    assert experiment.tags.get("mlflow.experimentKind") == "custom_model_development"
+
+
 def test_report_to_names_and_mlflow_only_with_a_run_to_log_into(monkeypatch):
     assert report_names("mlflow, tensorboard") == ["mlflow", "tensorboard"]
     assert report_names("none") == [] and report_names("") == []

@@ -169,8 +169,11 @@ class Tracker:
             found = self.client.get_experiment_by_name(self.experiment)
             if found is None:
                 try:
-                    self._experiment_id = self.client.create_experiment(self.experiment,
-                                                                        artifact_location=self.artifact_location)
+                    # The kind tag makes the MLflow UI open the experiment as model training
+                    # (runs, metric charts), not as a GenAI app (traces).
+                    self._experiment_id = self.client.create_experiment(
+                        self.experiment, artifact_location=self.artifact_location,
+                        tags={"mlflow.experimentKind": "custom_model_development"})
                 except MlflowException:  # created meanwhile by another process
                     self._experiment_id = self.client.get_experiment_by_name(self.experiment).experiment_id
             else:
