@@ -222,8 +222,11 @@ def test_retry_after_parsing():
 
 def test_500_is_retried(tmp_path, server):
     rule = server.fault("server_error", when=step_of(1000, 5), times=2)
-    result = run_teacher(openai_settings(server), COND, [1000, 1001], tmp_path / "o.jsonl")
+    lines = []
+    result = run_teacher(openai_settings(server), COND, [1000, 1001], tmp_path / "o.jsonl", log=lines.append)
     assert rule.fired == 2 and result.retries == 2 and result.failed_seeds == []
+    # The retry line names what the user knows: the episode seed and the step.
+    assert any(line.startswith("episode seed 1000, step 5: InternalServerError, retry 1/") for line in lines), lines
     assert [r.response_status for r in server.requests_for(episode_seed=1000, step=5)] == [500, 500, 200]
     check_file(tmp_path / "o.jsonl", [1000, 1001])
 

@@ -392,6 +392,16 @@ def make_client(settings: TeacherSettings):
     )
 
 
+def request_seed(episode_seed: int, step: int) -> int:
+    """The sampling seed of one request: distinct per episode and step, reproducible."""
+    return episode_seed * 100 + step
+
+
+def _request_label(seed: int) -> str:
+    """What a user knows a request by: its episode seed and step (not the request's sampling seed)."""
+    return f"episode seed {seed // 100}, step {seed % 100}"
+
+
 def _retry_after(exc) -> float | None:
     """The delay the server asks for, in seconds; None when it names no usable one (a malformed or
     non-finite header must fall back to our backoff, not crash the run or sleep forever)."""
@@ -537,7 +547,7 @@ class _OpenAIRunner:
             hint = f"{param} was already adapted once in this run"
         return TeacherRequestRejected(
             f"the {self.settings.backend} endpoint rejected the request for model {self.settings.model!r} "
-            f"(request seed {seed}; HTTP {status}{where}): {message}" + (f" [{hint}]" if hint else ""))
+            f"({_request_label(seed)}; HTTP {status}{where}): {message}" + (f" [{hint}]" if hint else ""))
 
     async def chat(self, messages: list[dict], seed: int) -> tuple[str, dict]:
         """One answer. Until the first answer arrives requests go one at a time, so a parameter the
@@ -573,7 +583,7 @@ class _OpenAIRunner:
             except self.retryable as exc:
                 self.budget.settle(estimate, 0.0)
                 if attempt == s.max_retries:
-                    raise TeacherRequestError(f"seed {seed}: gave up after {s.max_retries} retries: "
+                    raise TeacherRequestError(f"{_request_label(seed)}: gave up after {s.max_retries} retries: "
                                               f"{type(exc).__name__}: {exc}") from None
                 delay = _retry_after(exc)
                 if delay is None:
@@ -581,7 +591,7 @@ class _OpenAIRunner:
                 attempt += 1
                 self.retries += 1
                 usage["retries"] += 1
-                self.log(f"seed {seed}: {type(exc).__name__}, retry {attempt}/{s.max_retries} in {delay:.2f}s")
+                self.log(f"{_request_label(seed)}: {type(exc).__name__}, retry {attempt}/{s.max_retries} in {delay:.2f}s")
                 await asyncio.sleep(delay)
                 continue
             except self.parameter_errors as exc:
@@ -633,7 +643,7 @@ class _OpenAIRunner:
             attempts = 0
             while True:
                 attempts += 1
-                raw, used = await self.chat(messages, seed * 100 + t)
+                raw, used = await self.chat(messages, request_seed(seed, t))
                 structured.add(self.shape.structured)
                 for k in usage:
                     usage[k] += used[k]
