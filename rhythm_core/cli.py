@@ -156,12 +156,21 @@ def _cmd_distill(args) -> int:
     return 0
 
 
-def _cmd_lineage(args) -> int:
-    # Reading the Dagster instance is orchestration, so the implementation lives in rhythm_pipeline;
-    # rhythm_core itself stays free of Dagster (this import only happens for this command).
-    from rhythm_pipeline.lineage import main as lineage_main
+# Commands other packages add to `rhythm` (entry-point group "rhythm.commands", name -> a function
+# taking the command's arguments and returning an exit code). rhythm_pipeline adds `lineage`, which
+# reads the Dagster instance: the core never imports Dagster, and loads a plugin only when its
+# command runs.
+PLUGIN_GROUP = "rhythm.commands"
 
-    return lineage_main(args.asset)
+
+def _plugin_commands() -> dict:
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep for ep in entry_points(group=PLUGIN_GROUP)}
+
+
+def _cmd_plugin(args) -> int:
+    return _plugin_commands()[args.command].load()(args.plugin_args)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -259,14 +268,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--grader", choices=list(GRADERS), default="v3")
     p.set_defaults(func=_cmd_distill)
 
-    p = sub.add_parser("lineage", help="print the chain from teacher data to an asset (reads $DAGSTER_HOME)")
-    p.add_argument("asset", help="asset key, e.g. eval_results")
-    p.set_defaults(func=_cmd_lineage)
+    parser._plugin_names = set()
+    for name, entry_point in sorted(_plugin_commands().items()):
+        if name in sub.choices:
+            continue
+        parser._plugin_names.add(name)
+        p = sub.add_parser(name, add_help=False, help=f"from {entry_point.value.split(':')[0]} ({name} --help)")
+        p.add_argument("plugin_args", nargs=argparse.REMAINDER)
+        p.set_defaults(func=_cmd_plugin)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
+    if argv and argv[0] in _plugin_commands() and getattr(parser, "_plugin_names", set()) >= {argv[0]}:
+        return _plugin_commands()[argv[0]].load()(argv[1:])  # its own parser reads every argument
     args = parser.parse_args(argv)
     try:
         return args.func(args)

@@ -138,3 +138,14 @@ def main(asset: str) -> int:
 
     print(format_chain(lineage_chain(asset, dg.DagsterInstance.get(), defs)))
     return 0
+
+
+def cli(argv: list[str]) -> int:
+    """`rhythm lineage ASSET` (entry point "rhythm.commands": lineage, so rhythm_core.cli offers it
+    without importing Dagster)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="rhythm lineage",
+                                     description="print the chain from teacher data to an asset (reads $DAGSTER_HOME)")
+    parser.add_argument("asset", help="asset key, e.g. eval_results")
+    return main(parser.parse_args(argv).asset)
