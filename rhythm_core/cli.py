@@ -56,7 +56,7 @@ def _cmd_teacher(args) -> int:
         seeds = parse_seeds(args.seeds)
         check_training_seeds(args.condition, seeds)
     else:
-        from .evaluation.rollouts import eval_seed_list
+        from .env.conditions import eval_seed_list
         from .evaluation.teacher_play import EVALUATION_PURPOSE
 
         seeds = eval_seed_list(args.condition, args.seeds)  # refuses anything but evaluation seeds

@@ -10,8 +10,9 @@ import pytest
 
 from rhythm_core.cli import main
 from rhythm_core.env import VectorRhythmEnv
+from rhythm_core.env.conditions import eval_seed_list
 from rhythm_core.evaluation.results import compute_results, eval_results_stage, validate_results
-from rhythm_core.evaluation.rollouts import eval_rollouts_stage, eval_seed_list, play_records
+from rhythm_core.evaluation.rollouts import eval_rollouts_stage, play_records
 from rhythm_core.training.generation import SamplingConfig
 from rhythm_core.training.models import CheckpointError
 from rhythm_core.training.policy import LLMPolicyAgent

@@ -90,3 +90,14 @@ def parse_seeds(spec: str) -> list[int]:
         raise ValueError(f"seed spec {spec!r} names no seeds")
     return sorted(seeds)
 
+
+def eval_seed_list(condition: str, spec: str) -> list[int]:
+    """Parse a seed spec and insist every seed is an evaluation seed of `condition`."""
+    seeds = parse_seeds(spec)
+    allowed = EVAL_SEEDS[condition]
+    for seed in seeds:
+        check_seed(condition, seed)
+        if seed not in allowed:
+            raise ValueError(f"seed {seed} is not an evaluation seed of {condition} "
+                             f"({allowed.start}-{allowed.stop - 1}); training data may use it")
+    return seeds

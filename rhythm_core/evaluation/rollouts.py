@@ -19,26 +19,12 @@ import numpy as np
 from ..agents import get_agent
 from ..artifacts import atomic_write_json, publish_dir, sha256_file, staging
 from ..env import VectorRhythmEnv
-from ..env.conditions import EVAL_SEEDS, check_seed, get_condition
+from ..env.conditions import EVAL_SEEDS, eval_seed_list, get_condition
 from ..env.spec import ACTIONS, BELIEF_DIMS, ENV_VERSION, METERS, STEPS_PER_EPISODE
 from ..teacher.trajectories import SCHEMA, read_trajectories
 
 EVAL_BASELINES = ("random", "heuristic", "heuristic_const_belief", "fallback", "bayes", "oracle")
 DEFAULT_EVAL_SEEDS = {"continuous": "0-99", "ood": "10000-10049", "discrete3": "20000-20014"}
-
-
-def eval_seed_list(condition: str, spec: str) -> list[int]:
-    """Parse a seed spec and insist every seed is an evaluation seed of `condition`."""
-    from ..env.conditions import parse_seeds
-
-    seeds = parse_seeds(spec)
-    allowed = EVAL_SEEDS[condition]
-    for seed in seeds:
-        check_seed(condition, seed)
-        if seed not in allowed:
-            raise ValueError(f"seed {seed} is not an evaluation seed of {condition} "
-                             f"({allowed.start}-{allowed.stop - 1}); training data may use it")
-    return seeds
 
 
 def play_records(agent, condition: str, seeds, identity: dict) -> list[dict]:

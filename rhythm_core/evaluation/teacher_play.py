@@ -54,7 +54,7 @@ def play_teacher(settings: TeacherSettings, seeds: dict[str, str], staged, root,
     """Play the teacher on each condition's evaluation seeds into `staged`/teacher__<condition>.jsonl;
     returns the files' manifest entries (as `play_condition`). Raises ValueError for a seed that is
     not an evaluation seed, TeacherPlayIncomplete when seeds failed or the cost guard stopped the run."""
-    from .rollouts import eval_seed_list
+    from ..env.conditions import eval_seed_list
 
     log = log or (lambda message: None)
     plan = {condition: eval_seed_list(condition, spec) for condition, spec in seeds.items()}  # all checked first
