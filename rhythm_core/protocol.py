@@ -129,6 +129,36 @@ DEFAULT_PROMPT_FORMAT = "chat_labeled"
 DEFAULT_REASONING = "evidence"
 
 
+@dataclass(frozen=True)
+class DatasetFormat:
+    """How a dataset renders a week (`prompt_format`) and what its answers' rationale carries
+    (`reasoning`). The dataset's build info and every checkpoint record it; whatever renders prompts
+    or reads the data (SFT, GRPO, the policy, the probe) reads it from there instead of guessing."""
+
+    prompt_format: str = DEFAULT_PROMPT_FORMAT
+    reasoning: str = DEFAULT_REASONING
+
+    def __post_init__(self):
+        for field_name, value, allowed in (("prompt_format", self.prompt_format, PROMPT_FORMATS),
+                                           ("reasoning", self.reasoning, REASONING)):
+            if value not in allowed:
+                raise ValueError(f"unknown {field_name} {value!r}; allowed: {', '.join(allowed)}")
+
+    @classmethod
+    def from_info(cls, info: dict) -> DatasetFormat:
+        """The format a dataset's build info or a checkpoint's record names. Artifacts written before
+        the format was recorded were rendered as a table with the teacher's full reasoning."""
+        return cls(info.get("prompt_format") or "table", info.get("reasoning") or "full")
+
+    @property
+    def chat(self) -> bool:
+        """One growing conversation per episode (a row is a week), not one row per decision."""
+        return self.prompt_format in CHAT_FORMATS
+
+    def as_dict(self) -> dict:
+        return {"prompt_format": self.prompt_format, "reasoning": self.reasoning}
+
+
 def _history_row(before, after) -> str:
     return (f"{before.day}   {before.slot:<9} {after.last_action:<12} | {_signed(after.last_delta)} "
             f"| {_signed(after.anomaly)}")

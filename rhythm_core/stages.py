@@ -150,7 +150,7 @@ def dataset_stage(trajectories: dict, root, *, filter: str = "none", filter_grad
         "seeds": trajectories["seeds"], "source_trajectories": trajectories["path"],
         "source_trajectories_version": trajectories["version"], "filter": filter,
         "filter_grader": filter_grader if filter != "none" else None, "validation_fraction": validation_fraction,
-        "split_seed": split_seed, "episodes_in_source": len(records), **data_format,
+        "split_seed": split_seed, "episodes_in_source": len(records), **data_format.as_dict(),
         **({"evidence_readout_fit": readout.fit} if readout is not None else {}),
     }
     summary = save_sft_dataset(dataset, Path(root) / "sft_dataset" / version, provenance, digest=digest)

@@ -88,7 +88,7 @@ def test_chat_format_is_one_conversation_per_episode(records):
     from rhythm_core.protocol import render_chat_turn
 
     chat = build_sft_dataset(records, validation_fraction=0.2, prompt_format="chat")
-    assert dataset_format(chat) == {"prompt_format": "chat", "reasoning": "full"}
+    assert dataset_format(chat).as_dict() == {"prompt_format": "chat", "reasoning": "full"}
     assert sum(len(chat[s]) for s in chat) == len(SEEDS)
     for _, row in _rows(chat):
         record = next(r for r in records if r["seed"] == row["seed"])
@@ -112,7 +112,7 @@ def test_labeled_chat_format(records):
     from rhythm_core.protocol import render_labeled_turn
 
     data = build_sft_dataset(records, validation_fraction=0.2, prompt_format="chat_labeled", reasoning="none")
-    assert dataset_format(data) == {"prompt_format": "chat_labeled", "reasoning": "none"}
+    assert dataset_format(data).as_dict() == {"prompt_format": "chat_labeled", "reasoning": "none"}
     assert sum(len(data[s]) for s in data) == len(SEEDS)
     for _, row in _rows(data):
         record = next(r for r in records if r["seed"] == row["seed"])
@@ -487,3 +487,17 @@ def test_publish_puts_the_previous_version_back_if_the_final_rename_fails(tmp_pa
     with pytest.raises(OSError, match="device busy"):
         publish_dir(staged, final)
     assert (final / "data").read_text() == "old" and (staged / "data").read_text() == "new"
+
+
+def test_the_dataset_format_has_one_set_of_defaults_and_names_a_bad_field():
+    from rhythm_core.protocol import DEFAULT_PROMPT_FORMAT, DEFAULT_REASONING, DatasetFormat
+
+    assert DatasetFormat() == DatasetFormat(DEFAULT_PROMPT_FORMAT, DEFAULT_REASONING)
+    assert DatasetFormat("chat_labeled").chat and not DatasetFormat("table", "full").chat
+    # Artifacts written before the format was recorded were tables with the teacher's reasoning.
+    assert DatasetFormat.from_info({}) == DatasetFormat("table", "full")
+    assert DatasetFormat.from_info({"prompt_format": "chat", "reasoning": "none"}) == DatasetFormat("chat", "none")
+    with pytest.raises(ValueError, match="unknown reasoning 'update'; allowed: evidence, none, full"):
+        DatasetFormat("chat", "update")
+    with pytest.raises(ValueError, match="unknown prompt_format 'html'"):
+        DatasetFormat.from_info({"prompt_format": "html"})

@@ -113,7 +113,7 @@ def test_evidence_answers_carry_the_chain_fitted_on_the_train_split(tmp_path):
     run_teacher(TeacherSettings(), "continuous", range(1200, 1240), tmp_path / "teacher.jsonl")
     records = read_trajectories(tmp_path / "teacher.jsonl").records
     data = build_sft_dataset(records)  # the defaults are the recipe
-    assert dataset_format(data) == {"prompt_format": "chat_labeled", "reasoning": "evidence"}
+    assert dataset_format(data).as_dict() == {"prompt_format": "chat_labeled", "reasoning": "evidence"}
     readout = evidence_readout(data)
     assert readout.fit["fit_weeks"] == len(data["train"]) and readout.fit["held_out"]["continuous"]["weeks"] == len(
         data["validation"])

@@ -73,6 +73,7 @@ from ..protocol import (
     PROMPT_FORMATS,
     REASONING,
     SYSTEM_PROMPT,
+    DatasetFormat,
     format_answer,
     render_conversation,
 )
@@ -300,11 +301,9 @@ def build_sft_dataset(
     )
 
 
-def dataset_format(dataset_dict) -> dict:
-    """{"prompt_format", "reasoning"} a dataset was built with ("table"/"full" for datasets built before
-    the build info recorded them)."""
-    build = _build_info(dataset_dict)
-    return {"prompt_format": build.get("prompt_format", "table"), "reasoning": build.get("reasoning", "full")}
+def dataset_format(dataset_dict) -> DatasetFormat:
+    """The format a dataset was built with, from its build info."""
+    return DatasetFormat.from_info(_build_info(dataset_dict))
 
 
 def evidence_readout(dataset_dict) -> EvidenceReadout | None:
@@ -508,7 +507,7 @@ def _card(dataset_dict, provenance: dict, digest: str, episodes: dict[str, list[
         f"| teacher ids in data | {', '.join(teachers) or 'none'} |",
         f"| grader | {_cell(provenance.get('grader', 'unknown'))} |",
         f"| episode filter | {_cell(filter_text)} |",
-        f"| prompt format | {build.get('prompt_format', 'table')}; reasoning {build.get('reasoning', 'full')} |",
+        f"| prompt format | {DatasetFormat.from_info(build).prompt_format}; reasoning {DatasetFormat.from_info(build).reasoning} |",
         *_readout_rows(build.get("evidence_readout")),
         f"| env version | {_cell(provenance.get('env_version', ENV_VERSION))} |",
         f"| source trajectories | {_cell(source)} |",

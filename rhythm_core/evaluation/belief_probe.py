@@ -76,9 +76,9 @@ def belief_probe(model_dir, dataset_dir, *, episodes: int = 20, split: str = "va
     from ..training.sft import with_system_prompt
 
     data = datasets.load_from_disk(str(dataset_dir))
-    if dataset_format(data)["prompt_format"] not in CHAT_FORMATS:
+    if not dataset_format(data).chat:
         raise ValueError(f"{dataset_dir}: the belief probe reads one conversation per episode; this dataset's "
-                         f"prompt_format is {dataset_format(data)['prompt_format']!r}, not one of {', '.join(CHAT_FORMATS)}")
+                         f"prompt_format is {dataset_format(data).prompt_format!r}, not one of {', '.join(CHAT_FORMATS)}")
     rows = data[split]
     rows = rows.select(range(min(episodes, len(rows))))
     info = checkpoint_info(Path(model_dir))

@@ -35,7 +35,7 @@ from ..env import EnvState, VectorRhythmEnv
 from ..env.profiles import sample_factors
 from ..env.spec import ACTION_INDEX, BELIEF_DIMS, SLOTS, STEPS_PER_EPISODE, true_belief
 from ..graders import get_grader
-from ..protocol import fallback_action, parse_answer
+from ..protocol import DatasetFormat, fallback_action, parse_answer
 from ..tracking.callback import attach_tracking
 from ..tracking.store import report_to_list
 from .generation import SamplingConfig
@@ -178,11 +178,11 @@ def collect_student_states(agent: LLMPolicyAgent, condition: str, seeds) -> list
     return rows
 
 
-def _teacher_prompts(teacher, config: GRPORunConfig) -> list[dict]:
+def _teacher_prompts(teacher, config: GRPORunConfig, data_format: DatasetFormat) -> list[dict]:
     """`config.teacher_prompts` decisions drawn from the SFT data: in the table format a row is a
     decision; in the chat format a row is an episode and a decision is its conversation up to the
     k-th user turn (the teacher's answers before it), with the env state at that prompt."""
-    if "env_states" not in teacher.column_names:  # table format
+    if not data_format.chat:  # a row is a decision
         teacher = teacher.shuffle(seed=config.seed).select(range(min(config.teacher_prompts, len(teacher))))
         return [{"prompt": r["messages"][:-1], "env_state": r["env_state"], "true_belief": r["true_belief"],
                  "condition": r["condition"], "seed": r["seed"], "step": r["step"], "source": "teacher"}
@@ -200,11 +200,22 @@ def _teacher_prompts(teacher, config: GRPORunConfig) -> list[dict]:
     return rows
 
 
-def build_prompt_dataset(dataset_dir, variant: str, config: GRPORunConfig, agent: LLMPolicyAgent | None):
+def build_prompt_dataset(dataset_dir, variant: str, config: GRPORunConfig, agent: LLMPolicyAgent | None,
+                         student_format: DatasetFormat | None = None):
+    """GRPO's prompts: decisions from the dataset (rows laid out in the dataset's recorded format)
+    and, with `agent`, states the SFT student reaches itself. `student_format`, the format the
+    student was trained on, must be the dataset's: the student is prompted the way it learned."""
     import datasets
 
-    teacher = with_system_prompt(datasets.load_from_disk(str(dataset_dir))["train"], variant)
-    rows = _teacher_prompts(teacher, config)
+    from ..data.sft_dataset import dataset_format
+
+    data = datasets.load_from_disk(str(dataset_dir))
+    data_format = dataset_format(data)
+    if student_format is not None and student_format != data_format:
+        raise ValueError(f"{dataset_dir}: the dataset is {data_format.as_dict()} but the SFT checkpoint was trained "
+                         f"on {student_format.as_dict()}; GRPO needs the dataset its SFT start was trained on")
+    teacher = with_system_prompt(data["train"], variant)
+    rows = _teacher_prompts(teacher, config, data_format)
     if agent is not None and config.student_episodes > 0:
         seeds = range(config.student_seeds_start, config.student_seeds_start + config.student_episodes)
         rows += collect_student_states(agent, "continuous", list(seeds))
@@ -224,11 +235,12 @@ def run_grpo(config: GRPORunConfig, dataset_dir, init_dir, out_dir, *, on_log: C
     out.mkdir(parents=True, exist_ok=True)
     info = checkpoint_info(init_dir)
     variant = info.get("prompt_variant", "full")
-    prompt_format = info.get("prompt_format", "table")
+    data_format = DatasetFormat.from_info(info)  # what SFT recorded from the dataset
+    prompt_format = data_format.prompt_format
     is_adapter = (Path(init_dir) / "adapter_config.json").exists()
     student = LLMPolicyAgent.from_checkpoint(init_dir, sampling=SamplingConfig(max_new_tokens=config.max_completion_length,
                                                                                 temperature=0.0))
-    prompts = build_prompt_dataset(dataset_dir, variant, config, student)
+    prompts = build_prompt_dataset(dataset_dir, variant, config, student, data_format)  # refuses another format
     del student
     model, tokenizer = load_model_and_tokenizer(str(init_dir), for_training=True)
     cuda = torch.cuda.is_available()
@@ -278,7 +290,7 @@ def run_grpo(config: GRPORunConfig, dataset_dir, init_dir, out_dir, *, on_log: C
         "init_is_adapter": is_adapter, "prompt_variant": variant, "prompt_format": prompt_format, "wall_s": round(time.perf_counter() - start, 2),
     }
     record = {"stage": "grpo", "config": asdict(config), "prompt_variant": variant, "prompt_format": prompt_format,
-              "reasoning": info.get("reasoning", "full"), "metrics": metrics,
+              "reasoning": data_format.reasoning, "metrics": metrics,
               "max_answer_tokens": info.get("max_answer_tokens"),
               "provenance": provenance or {}, "init": str(init_dir), "model_dir": str(model_dir)}
     (model_dir / "rhythm_checkpoint.json").write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")

@@ -12,7 +12,7 @@ import numpy as np
 from ..agents.base import Agent, Decision
 from ..env import BatchObservation, VectorRhythmEnv
 from ..env.spec import ACTION_INDEX, BELIEF_DIMS
-from ..protocol import fallback_action, parse_answer, render_conversation
+from ..protocol import DatasetFormat, fallback_action, parse_answer, render_conversation
 from .generation import SamplingConfig, generate_answers
 from .models import checkpoint_info, load_model_and_tokenizer
 from .prompt_cache import PromptCache, supports_prompt_cache
@@ -43,7 +43,7 @@ class LLMPolicyAgent(Agent):
         if sampling.max_new_tokens is None and info.get("max_answer_tokens"):
             sampling = SamplingConfig(**{**sampling.__dict__, "max_new_tokens": int(1.5 * info["max_answer_tokens"])})
         variant = kwargs.pop("variant", info.get("prompt_variant", "full"))
-        prompt_format = kwargs.pop("prompt_format", info.get("prompt_format", "table"))
+        prompt_format = kwargs.pop("prompt_format", DatasetFormat.from_info(info).prompt_format)
         return cls(model, tokenizer, sampling=sampling, variant=variant, prompt_format=prompt_format, **kwargs)
 
     def reset(self, env: VectorRhythmEnv) -> None:

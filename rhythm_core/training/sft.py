@@ -194,7 +194,7 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
     cuda = torch.cuda.is_available()
 
     def student_record(**extra) -> dict:  # what GRPO and evaluation read to prompt the student
-        return {"stage": "sft", "config": asdict(config), "prompt_variant": config.variant, **data_format,
+        return {"stage": "sft", "config": asdict(config), "prompt_variant": config.variant, **data_format.as_dict(),
                 "max_answer_tokens": max(answer_tokens), **extra}
 
     def trainer_for(model, max_steps: int, max_length: int, learning_rate: float, peft_config, step_offset: int):
@@ -265,7 +265,7 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
         "eval_loss": evaluation.get("eval_loss"), "eval_mean_token_accuracy": evaluation.get("eval_mean_token_accuracy"),
         "final_mean_token_accuracy": history[-1].get("mean_token_accuracy") if history else None,
         "valid_answer_rate_before": valid_before, "valid_answer_rate_after": valid_after,
-        "prompt_format": data_format["prompt_format"], "reasoning": data_format["reasoning"],
+        **data_format.as_dict(),
         "train_examples": len(train), "train_s": round(clock["train_s"], 1), "wall_s": round(time.perf_counter() - start, 2),
     }
     plot_curves({"train loss": [(e["step"], e["loss"]) for e in history]}, out / "training_loss.png",
