@@ -122,12 +122,12 @@ def test_the_recipe_trains_in_two_phases_plays_its_own_conversation_and_feeds_gr
     prompts are conversation prefixes ending at a user turn, with the env state of that decision."""
     import datasets
 
-    from rhythm_core.data.sft_dataset import build_sft_dataset, save_sft_dataset
+    from rhythm_core.data.sft_dataset import build_sft_dataset, dataset_format, save_sft_dataset
     from rhythm_core.env import EnvState
     from rhythm_core.teacher.run import TeacherSettings, run_teacher
     from rhythm_core.teacher.trajectories import read_trajectories
     from rhythm_core.training.generation import SamplingConfig
-    from rhythm_core.training.grpo import GRPORunConfig, _teacher_prompts
+    from rhythm_core.training.grpo import GRPORunConfig, _teacher_prompts, build_prompt_dataset
     from rhythm_core.training.policy import LLMPolicyAgent
     from rhythm_core.training.sft import SFTRunConfig, run_sft, with_system_prompt
 
@@ -187,8 +187,11 @@ def test_the_recipe_trains_in_two_phases_plays_its_own_conversation_and_feeds_gr
     with pytest.raises(ValueError, match="one conversation per episode"):
         belief_probe(result["model_dir"], tmp_path / "sft_table")
 
+    # GRPO prompts the student the way it learned: a dataset of another format is refused.
+    with pytest.raises(ValueError, match="GRPO needs the dataset its SFT start was trained on"):
+        build_prompt_dataset(tmp_path / "sft_table", "compact", GRPORunConfig(), None, dataset_format(weeks))
     teacher = with_system_prompt(weeks["train"], "compact")
-    prompts = _teacher_prompts(teacher, GRPORunConfig(teacher_prompts=20, seed=1))
+    prompts = _teacher_prompts(teacher, GRPORunConfig(teacher_prompts=20, seed=1), dataset_format(weeks))
     assert len(prompts) == 20
     for row in prompts:
         assert row["prompt"][-1]["role"] == "user" and row["prompt"][0]["role"] == "system"
