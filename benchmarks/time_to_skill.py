@@ -69,8 +69,8 @@ def main(argv=None) -> int:
     sft = {**spec["sft"], **json.loads(args.sft)}
     config = SFTRunConfig(**sft)
     steps = ([int(s) for s in args.snapshots.split(",")] if args.snapshots else
-             [(config.short_context_steps + config.max_steps) * k // 4 for k in (1, 2, 3)])
-    total = config.short_context_steps + config.max_steps
+             [(config.short_steps + config.max_steps) * k // 4 for k in (1, 2, 3)])
+    total = config.short_steps + config.max_steps
     config = SFTRunConfig(**{**sft, "snapshot_steps": [s for s in steps if 0 < s < total]})
     eval_seeds = json.loads(args.eval_seeds) if args.eval_seeds else spec["eval_seeds"]
     out = Path(args.out or REPO / "runs" / f"time-to-skill-{args.preset}")

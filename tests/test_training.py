@@ -10,6 +10,7 @@ import pytest
 from rhythm_core.env import VectorRhythmEnv
 from rhythm_core.env.spec import ACTIONS, STEPS_PER_EPISODE
 from rhythm_core.protocol import parse_answer
+from rhythm_core.training.sft import SFTRunConfig
 
 
 def test_sft_loss_falls_and_streams_logs(sft_result):
@@ -254,3 +255,12 @@ def test_belief_probe_reads_increment_and_belief_numbers_where_the_model_would_w
     teacher, model, readable = _belief_numbers(text, small, logits)
     assert teacher.tolist() == [[0.5, 0.5, 0.5], [0.7, 0.4, 0.5]] and not readable.all()
     assert np.isnan(model[~readable]).all()
+
+
+def test_a_pretrained_base_model_skips_the_from_scratch_short_context_phase():
+    # 600 steps at 3e-3 form the tiny model's number-reading circuits; a pretrained model already reads
+    # numbers, so by default it goes straight to whole weeks, unless the user asks for the phase.
+    assert SFTRunConfig().short_steps == 600
+    assert SFTRunConfig(base_model="Qwen/Qwen2.5-3B-Instruct").short_steps == 0
+    assert SFTRunConfig(base_model="Qwen/Qwen2.5-3B-Instruct", short_context_steps=50).short_steps == 50
+    assert SFTRunConfig(short_context_steps=0).short_steps == 0

@@ -39,8 +39,9 @@ class SFTRunConfig:
     # model trained from scratch forms the circuits that read numbers from its context (the anomalies,
     # its own previous belief) there; whole weeks then teach the rest of the week. Windows of a few
     # turns from anywhere in the week, with the student reading only its window, learned less in
-    # more time (benchmarks/README.md).
-    short_context_steps: int = 600
+    # more time (benchmarks/README.md). None: 600 for the tiny model, 0 for a pretrained one, which
+    # already reads numbers and would only be shaken by 600 steps at the from-scratch rate.
+    short_context_steps: int | None = None
     short_context_length: int = 512
     short_context_learning_rate: float = 3e-3
     use_lora: bool | None = None  # None: LoRA for real models, full training for the tiny one
@@ -62,6 +63,12 @@ class SFTRunConfig:
     @property
     def lora(self) -> bool:
         return self.base_model != TINY if self.use_lora is None else self.use_lora
+
+    @property
+    def short_steps(self) -> int:
+        if self.short_context_steps is not None:
+            return self.short_context_steps
+        return 600 if self.base_model == TINY else 0
 
     @property
     def variant(self) -> str:
@@ -225,8 +232,8 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
     clock = {"train_s": 0.0}  # training seconds of the finished phases (snapshots report the total)
     log_history: list[dict] = []  # both phases, steps counted through
     short_steps = 0
-    if config.short_context_steps > 0:
-        short = trainer_for(model, config.short_context_steps, config.short_context_length,
+    if config.short_steps > 0:
+        short = trainer_for(model, config.short_steps, config.short_context_length,
                             config.short_context_learning_rate, peft_config, 0)
         started = time.perf_counter()
         short.train()
