@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 PROMPT_FORMATS = ("table", "chat", "chat_labeled")
 CHAT_FORMATS = ("chat", "chat_labeled")  # one growing conversation per episode
-# What an SFT answer's reasoning carries (data/sft_dataset.py): the evidence read-out's increment and
+# What an SFT answer's reasoning carries (data/answers.py): the evidence read-out's increment and
 # running belief, nothing, or the teacher's own reasoning.
 REASONING = ("evidence", "none", "full")
 # The recipe (benchmarks/README.md): the week as one conversation with every number after its meter's
