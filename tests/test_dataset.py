@@ -15,16 +15,11 @@ import pytest
 import yaml
 from huggingface_hub import CommitInfo, HfApi, RepoUrl
 
-from rhythm_core.data.sft_dataset import (
-    assign_splits,
-    check_no_eval_seeds,
-    content_hash,
-    dataset_card,
-    push_to_hub,
-    save_sft_dataset,
-    seed_ranges,
-)
+from rhythm_core.data.card import dataset_card
+from rhythm_core.data.hub import push_to_hub
+from rhythm_core.data.sft_dataset import assign_splits, save_sft_dataset
 from rhythm_core.data.sft_dataset import build_sft_dataset as build_recipe_dataset
+from rhythm_core.data.summary import check_no_eval_seeds, content_hash, seed_ranges
 from rhythm_core.env import EnvState, RhythmEnv, VectorRhythmEnv
 from rhythm_core.env.profiles import sample_factors
 from rhythm_core.env.spec import ACTION_INDEX, METERS, STEPS_PER_EPISODE, true_belief

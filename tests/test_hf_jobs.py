@@ -29,6 +29,7 @@ from huggingface_hub import CommitInfo, HfApi, JobInfo
 from huggingface_hub.hf_api import RepoUrl
 
 from rhythm_core.compute.hf_jobs import (
+    HUB_DEPENDENCY,
     JOB_RESULT_PREFIX,
     HFJobError,
     HFJobSpec,
@@ -373,7 +374,7 @@ def test_completed_job_round_trip(make_hub, inputs):
     script = hub.script_text
     compile(script, "rhythm_sft_job.py", "exec")
     assert job["input_revision"] in script and job["code_version"] in script
-    assert any(d.startswith("huggingface_hub") for d in _pep723(script)["dependencies"])
+    assert _pep723(script)["dependencies"] == [HUB_DEPENDENCY]  # what run_uv_job is given too
 
     # inside the job: pinned download with the secret, the wheel installed, the entry point run
     download = next(a for m, a in hub.calls if m == "snapshot_download")
@@ -529,12 +530,15 @@ def test_run_key_depends_on_code_config_and_inputs(inputs, tmp_path):
     assert key != run_key_for("sft", "a" * 64, CONFIG, inputs["dataset"], None, PROVENANCE)
 
 
+def _rendered_script() -> str:
+    return render_job_script(stage="sft", run_key="sft-0123456789ab", staging_repo="o/rhythm-jobs",
+                             input_revision="f" * 40, wheel="rhythm-0.1.0-py3-none-any.whl",
+                             code_version="c" * 64, result_repo="o/rhythm-sft", init=False, provenance=True)
+
+
 def _script_namespace() -> dict:
-    script = render_job_script(stage="sft", run_key="sft-0123456789ab", staging_repo="o/rhythm-jobs",
-                               input_revision="f" * 40, wheel="rhythm-0.1.0-py3-none-any.whl",
-                               code_version="c" * 64, result_repo="o/rhythm-sft", init=False, provenance=True)
     ns = {"__name__": "rhythm_job"}
-    exec(compile(script, "rhythm_sft_job.py", "exec"), ns)
+    exec(compile(_rendered_script(), "rhythm_sft_job.py", "exec"), ns)
     return ns
 
 
@@ -549,6 +553,17 @@ def test_job_script_defaults_stream_and_missing_token(monkeypatch, capsys):
     monkeypatch.delenv("HF_TOKEN", raising=False)
     assert ns["main"]([]) == 2
     assert "HF_TOKEN is not set" in capsys.readouterr().err
+
+
+def test_job_script_is_the_source_of_an_importable_module():
+    from rhythm_core.compute import hf_job_script
+
+    source = inspect.getsource(hf_job_script)
+    script = _rendered_script()
+    kept = [line for line in source.splitlines() if not line.startswith("DEFAULTS")]
+    assert all(line in script.splitlines() for line in kept)  # only the DEFAULTS line is written in
+    args = hf_job_script.parse_args(["--stage=grpo", "--init"])  # as a module, the options come from argv
+    assert (args.stage, args.init, args.provenance, args.run_key) == ("grpo", True, None, None)
 
 
 def test_rebase_paths_moves_paths_under_the_job_directory_only():

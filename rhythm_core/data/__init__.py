@@ -1,6 +1,8 @@
 """What is made from teacher trajectories before training: the re-grade report (`reeval_report`:
 the teacher graded under any grader beside baselines replayed on the same seeds) and the SFT dataset
-(`sft_dataset`: a Hugging Face `DatasetDict` of chat examples with a dataset card).
+(`sft_dataset`: a Hugging Face `DatasetDict` of chat examples with a dataset card; built from
+`examples` and `answers`, laid out by `schema`, read back by `summary`, described by `card`, pushed
+by `hub`).
 
 May import `env`, `graders`, `agents`, `teacher` and the top-level `protocol` / `artifacts`; never
 `training` or `evaluation`, which consume what it makes.

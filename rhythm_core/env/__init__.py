@@ -1,15 +1,17 @@
 """The simulator, RhythmEnv: names and sizes (`spec`), conditions and their seed ranges
 (`conditions`), hidden profiles and the population prior (`profiles`), the transition model
-(`dynamics`), the Gymnasium env and vector env (`rhythm_env`), their Gymnasium registration as
-"rhythm/RhythmEnv-v0" (`gym`, run on import), finished episodes as arrays (`episode`) and
-counter-based seeded randomness (`rng`).
+(`dynamics`), the Gymnasium env and vector env (`rhythm_env`), what they hand out: observations,
+snapshots and the text view (`observation`), their Gymnasium registration as "rhythm/RhythmEnv-v0"
+(`gym`, run on import), finished episodes as arrays (`episode`) and counter-based seeded randomness
+(`rng`).
 
 The bottom layer of rhythm_core: it imports nothing else from the package, and everything else may
 import it. `from rhythm_core.env import RhythmEnv, VectorRhythmEnv` is the public entry point.
 """
 
 from . import gym as _gym  # registers "rhythm/RhythmEnv-v0" with Gymnasium (idempotent)
-from .rhythm_env import BatchObservation, EnvState, Observation, RhythmEnv, VectorRhythmEnv, step_reward
+from .observation import BatchObservation, EnvState, Observation
+from .rhythm_env import RhythmEnv, VectorRhythmEnv, step_reward
 
 ENV_ID = _gym.ENV_ID
 

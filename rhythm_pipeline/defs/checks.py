@@ -52,7 +52,7 @@ def sft_dataset_has_no_eval_seeds(sft_dataset: dict) -> dg.AssetCheckResult:
     # Imported here: `datasets` (with pyarrow and pandas) would add ~1 s to every load of the definitions.
     import datasets
 
-    from rhythm_core.data.sft_dataset import check_no_eval_seeds
+    from rhythm_core.data.summary import check_no_eval_seeds
 
     leaked = check_no_eval_seeds(datasets.load_from_disk(sft_dataset["path"]))
     return dg.AssetCheckResult(

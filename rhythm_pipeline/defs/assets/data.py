@@ -164,7 +164,7 @@ def sft_dataset(context: dg.AssetExecutionContext, config: SftDatasetConfig, tea
         **lineage_metadata(context, {"teacher_trajectories": teacher_trajectories}, config),
     }
     if config.push_to_hub:
-        from rhythm_core.data.sft_dataset import push_to_hub  # `datasets` loads only when a push is asked for
+        from rhythm_core.data.hub import push_to_hub  # `datasets` loads only when a push is asked for
 
         result["hub"], hub_metadata = hub.push(push_to_hub, result["path"], config.hub_repo_name)
         metadata.update(hub_metadata)

@@ -1,0 +1,58 @@
+"""The text protocol between RhythmEnv and a language-model agent.
+
+The env side renders the episode so far as chat messages (`render_messages`); the model answers
+with one JSON object holding its reasoning, its belief about the hidden profile and its action;
+`parse_answer` turns any text into a `ParsedAnswer` without ever raising, and `fallback_action`
+names the safe action to take when the answer is unusable. `format_answer` writes the canonical
+answer, which is what a teacher's answer looks like in training data.
+
+Modules: `prompts` (the system prompts), `format` (prompt formats, rationale kinds and
+`DatasetFormat`), `render` (the week as chat messages), `answer` (parsing and the canonical answer),
+`fallback` (the safe action) and `schema` (the answer's JSON schema). Import from the package:
+`from rhythm_core.protocol import parse_answer`.
+"""
+
+from .answer import ParsedAnswer, format_answer, parse_answer
+from .fallback import fallback_action, fallback_actions
+from .format import (
+    CHAT_FORMATS,
+    DEFAULT_PROMPT_FORMAT,
+    DEFAULT_REASONING,
+    PROMPT_FORMATS,
+    REASONING,
+    DatasetFormat,
+)
+from .prompts import COMPACT_SYSTEM_PROMPT, PROMPT_VARIANTS, SYSTEM_PROMPT, system_prompt
+from .render import (
+    render_chat_turn,
+    render_conversation,
+    render_labeled_turn,
+    render_messages,
+    render_user_prompt,
+)
+from .schema import ANSWER_JSON_SCHEMA, ANSWER_RESPONSE_FORMAT
+
+__all__ = [
+    "ANSWER_JSON_SCHEMA",
+    "ANSWER_RESPONSE_FORMAT",
+    "CHAT_FORMATS",
+    "COMPACT_SYSTEM_PROMPT",
+    "DEFAULT_PROMPT_FORMAT",
+    "DEFAULT_REASONING",
+    "PROMPT_FORMATS",
+    "PROMPT_VARIANTS",
+    "REASONING",
+    "SYSTEM_PROMPT",
+    "DatasetFormat",
+    "ParsedAnswer",
+    "fallback_action",
+    "fallback_actions",
+    "format_answer",
+    "parse_answer",
+    "render_chat_turn",
+    "render_conversation",
+    "render_labeled_turn",
+    "render_messages",
+    "render_user_prompt",
+    "system_prompt",
+]
