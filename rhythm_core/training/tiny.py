@@ -1,9 +1,10 @@
 """The embedded default base model: a byte-level BPE tokenizer trained offline on the dataset's own
 text and a small random-init Llama, so the whole lineage runs on a laptop CPU without any download.
 
-The tokenizer splits text into whitespace-led numbers ("␣+0.03", "0.69"), words ("␣DEEP_WORK",
-"social") and punctuation runs ('":{"') before BPE, so every number the model reads or writes is one
-token of its own, never fused with the JSON around it, and frequent words are single tokens. The chat template
+The tokenizer splits text into whitespace-led numbers ("␣+0.03", "0.69") and the text between them
+before BPE, so every number the model reads or writes is one token of its own, never fused with the
+JSON around it, while the fixed text between numbers ('","belief":{"social":', "␣cogn") merges into
+few tokens: a week is ~1,500 tokens instead of ~2,100 with words and punctuation kept apart. The chat template
 is ChatML with `{% generation %}` around the assistant turn, which TRL's assistant-only loss needs;
 an assistant message with `train: False` (context a student wrote itself, DAgger) renders the same
 text outside the markers, so it carries no loss.
@@ -33,11 +34,14 @@ CHAT_TEMPLATE = (
     "{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
 )
-# Chunks: optional leading whitespace + a number, a word or a run of punctuation. An earlier chunking
-# (whitespace-led runs of non-space characters) let BPE fuse a compact JSON answer into tokens such as
-# '0.69,"morning":0.' or even one token for a whole frequent answer, so a belief value had no token of
-# its own and the student could not compose a new one; numbers are now always whole tokens.
-_CHUNK = r"""\s?[+-]?\d+(?:\.\d+)?|\s?[A-Za-z_]+|\s?[^\sA-Za-z_\d]+|\s+"""
+# Chunks: optional leading whitespace + a number, or a run of text in which no number starts. An
+# earlier chunking (whitespace-led runs of non-space characters) let BPE fuse a compact JSON answer into
+# tokens such as '0.69,"morning":0.' or even one token for a whole frequent answer, so a belief value
+# had no token of its own and the student could not compose a new one: numbers are always whole tokens.
+# Splitting words from punctuation as well (the chunking before this one) cost 40% more tokens a week
+# for nothing the student used; attention over a whole week is most of a training step's cost, so the
+# shorter week trains ~1.6x faster per step and answers in 13 tokens instead of 28 (benchmarks/README.md).
+_CHUNK = r"""\s?[+-]?\d+(?:\.\d+)?|(?:(?!\s?[+-]?\d)[\s\S])+"""
 
 
 @dataclass(frozen=True)
@@ -73,9 +77,10 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 2048):
         vocab_size=vocab_size, min_frequency=2, special_tokens=SPECIAL_TOKENS,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
     )
-    # Action names are always single tokens, with and without a leading space or quote.
-    seed_text = " ".join(f'{a} "{a}" {a}' for a in ACTIONS)
-    tokenizer.train_from_iterator([seed_text * 20, *texts], trainer=trainer)
+    # Action names are always tokens of their own, with and without a leading space or quote (each a
+    # chunk here), whatever text they also merge into.
+    seeds = [variant for a in ACTIONS for variant in (a, f" {a}", f'"{a}"')] * 20
+    tokenizer.train_from_iterator([*seeds, *texts], trainer=trainer)
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tokenizer, bos_token=BOS, eos_token=EOS, pad_token=PAD,
         additional_special_tokens=[IM_START], clean_up_tokenization_spaces=False,

@@ -69,7 +69,7 @@ def _compute_metadata(result: dict, compute: ComputeResource) -> dict:
 
 @dg.asset(
     group_name="training",
-    code_version="sft-3",  # 3: the recipe (two phases, the tiny model with numeric embeddings and 8 heads)
+    code_version="sft-4",  # 3: the recipe (two phases, the tiny model with numeric embeddings and 8 heads); 4: numbers and the text between them as tokenizer chunks
     kinds={"pytorch", "huggingface"},
     description=(
         "The distilled student: TRL SFT on sft_dataset with the loss on the assistant turn only. The default "
