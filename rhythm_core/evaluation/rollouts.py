@@ -17,10 +17,11 @@ from pathlib import Path
 import numpy as np
 
 from ..agents import get_agent
+from ..agents.rollout import play_lockstep
 from ..artifacts import atomic_write_json, publish_dir, sha256_file, staging, write_jsonl
 from ..env import VectorRhythmEnv
 from ..env.conditions import EVAL_SEEDS, eval_seed_list, get_condition
-from ..env.spec import ACTIONS, BELIEF_DIMS, ENV_VERSION, STEPS_PER_EPISODE
+from ..env.spec import ACTIONS, BELIEF_DIMS, ENV_VERSION
 from ..teacher.records import episode_record, step_record
 from ..teacher.trajectories import read_trajectories
 
@@ -32,17 +33,14 @@ def play_records(agent, condition: str, seeds, identity: dict) -> list[dict]:
     """Play `agent` on `seeds` in lockstep; one trajectory record per episode."""
     get_condition(condition)
     env = VectorRhythmEnv(condition)
-    obs, _ = env.reset(np.asarray(seeds, dtype=np.int64))
-    agent.reset(env)
-    n = env.num_envs
+    seeds = np.asarray(seeds, dtype=np.int64)
+    n = len(seeds)
     steps: list[list[dict]] = [[] for _ in range(n)]
     beliefs: list[list[dict | None]] = [[] for _ in range(n)]
-    for t in range(STEPS_PER_EPISODE):
-        before = [obs.item(i) for i in range(n)]
-        decision = agent.act(obs)
+    for step in play_lockstep(agent, env, seeds):
+        decision = step.decision
         # the step's newest user turn: the whole table (table format) or the new row and state (chat)
         prompts = [m[-1]["content"] for m in agent.last_messages] if getattr(agent, "last_messages", None) else None
-        obs, *_ = env.step(decision.actions)
         for i in range(n):
             raw = decision.reasoning[i] if decision.reasoning is not None else None
             parsed = agent.last_parsed[i] if prompts is not None else None
@@ -51,9 +49,9 @@ def play_records(agent, condition: str, seeds, identity: dict) -> list[dict]:
                 stated = {d: float(v) for d, v in zip(BELIEF_DIMS, decision.beliefs[i])}
             beliefs[i].append(stated)
             steps[i].append(step_record(
-                t, before[i], prompts[i] if prompts else None, raw if prompts else None, parsed,
+                step.t, step.obs.item(i), prompts[i] if prompts else None, raw if prompts else None, parsed,
                 ACTIONS[decision.actions[i]], bool(decision.invalid[i]) if decision.invalid is not None else False, 1,
-                obs.meters[i], {"prompt_tokens": 0, "completion_tokens": 0, "requests": 0, "retries": 0}))
+                step.next_obs.meters[i], {"prompt_tokens": 0, "completion_tokens": 0, "requests": 0, "retries": 0}))
     return [episode_record(identity, condition, env.seeds[i], steps[i], env.meters_history[i], beliefs[i],
                            {"prompt_tokens": 0, "completion_tokens": 0, "requests": 0, "retries": 0, "cost_usd": 0.0})
             for i in range(n)]

@@ -9,8 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..agents import BayesAgent
+from ..agents.rollout import play_lockstep
 from ..env import VectorRhythmEnv
-from ..env.spec import ACTIONS, STEPS_PER_EPISODE, belief_to_dict
+from ..env.spec import ACTIONS, belief_to_dict
 from ..protocol import format_answer, parse_answer, render_user_prompt
 from .budget import zero_usage
 from .records import episode_record, step_record, teacher_protocol
@@ -29,22 +30,18 @@ def _bayes_step_record(t: int, history, decision, i: int, action: str, invalid: 
 def bayes_records(settings: TeacherSettings, condition: str, seeds: np.ndarray, purpose: str | None = None) -> list[dict]:
     """Play the Bayesian teacher on a chunk of seeds in lockstep and build their records."""
     env = VectorRhythmEnv(condition)
-    obs, _ = env.reset(seeds)
-    agent = BayesAgent(explain=True)
-    agent.reset(env)
     n = len(seeds)
-    histories = [[obs.item(i)] for i in range(n)]
+    histories: list[list] = [[] for _ in range(n)]
     steps: list[list[dict]] = [[] for _ in range(n)]
     beliefs: list[list[dict]] = [[] for _ in range(n)]
-    for t in range(STEPS_PER_EPISODE):
-        decision = agent.act(obs)
-        obs, *_ = env.step(decision.actions)
+    for step in play_lockstep(BayesAgent(explain=True), env, seeds):
+        decision = step.decision
         invalid = decision.invalid if decision.invalid is not None else np.zeros(n, dtype=bool)
         for i in range(n):
-            steps[i].append(_bayes_step_record(t, histories[i], decision, i, ACTIONS[decision.actions[i]],
-                                               bool(invalid[i]), obs.meters[i]))
+            histories[i].append(step.obs.item(i))
+            steps[i].append(_bayes_step_record(step.t, histories[i], decision, i, ACTIONS[decision.actions[i]],
+                                               bool(invalid[i]), step.next_obs.meters[i]))
             beliefs[i].append(steps[i][-1]["parsed"]["belief"])
-            histories[i].append(obs.item(i))
     return [
         episode_record(settings.describe(), condition, seeds[i], steps[i], env.meters_history[i], beliefs[i],
                        {**zero_usage(), "cost_usd": 0.0}, protocol=teacher_protocol(settings), purpose=purpose)
