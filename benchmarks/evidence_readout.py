@@ -28,8 +28,9 @@ from rhythm_core.env import VectorRhythmEnv  # noqa: E402
 from rhythm_core.env.conditions import parse_seeds  # noqa: E402
 from rhythm_core.env.spec import ACTIONS, STEPS_PER_EPISODE  # noqa: E402
 from rhythm_core.evaluation.rollouts import DEFAULT_EVAL_SEEDS  # noqa: E402
+from rhythm_core.teacher.bayes import bayes_records  # noqa: E402
 from rhythm_core.teacher.evidence import fit_evidence_readout  # noqa: E402
-from rhythm_core.teacher.run import TeacherSettings, bayes_records  # noqa: E402
+from rhythm_core.teacher.settings import TeacherSettings  # noqa: E402
 
 
 def play(condition: str, seeds, policy: str):

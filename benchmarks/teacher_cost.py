@@ -36,7 +36,9 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from rhythm_core.env.spec import STEPS_PER_EPISODE  # noqa: E402
-from rhythm_core.teacher.run import PROMPT_FORMATS, TeacherSettings, run_teacher  # noqa: E402
+from rhythm_core.protocol import PROMPT_FORMATS  # noqa: E402
+from rhythm_core.teacher.run import run_teacher  # noqa: E402
+from rhythm_core.teacher.settings import TeacherSettings  # noqa: E402
 from rhythm_core.teacher.trajectories import read_trajectories  # noqa: E402
 from tests.openai_server import serve  # noqa: E402
 

@@ -22,7 +22,8 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from rhythm_core.env.spec import STEPS_PER_EPISODE  # noqa: E402
-from rhythm_core.teacher.run import TeacherSettings, run_teacher  # noqa: E402
+from rhythm_core.teacher.run import run_teacher  # noqa: E402
+from rhythm_core.teacher.settings import TeacherSettings  # noqa: E402
 from rhythm_core.teacher.trajectories import read_trajectories, replay_check  # noqa: E402
 from tests.openai_server import serve  # noqa: E402
 

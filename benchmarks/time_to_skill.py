@@ -29,7 +29,7 @@ from rhythm_core.distill import PRESETS  # noqa: E402
 from rhythm_core.evaluation.results import eval_results_stage  # noqa: E402
 from rhythm_core.evaluation.rollouts import eval_rollouts_stage  # noqa: E402
 from rhythm_core.stages import dataset_stage, teacher_stage  # noqa: E402
-from rhythm_core.teacher.run import TeacherSettings  # noqa: E402
+from rhythm_core.teacher.settings import TeacherSettings  # noqa: E402
 from rhythm_core.training.sft import SFTRunConfig, run_sft  # noqa: E402
 
 

@@ -39,7 +39,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from rhythm_core.stages import dataset_stage, teacher_stage
-    from rhythm_core.teacher.run import TeacherSettings
+    from rhythm_core.teacher.settings import TeacherSettings
     from rhythm_core.tracking import Tracker, local_store_uri
 
     root = Path(tempfile.mkdtemp(prefix="tracking-overhead-"))

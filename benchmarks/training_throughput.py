@@ -62,7 +62,8 @@ def main() -> None:
     import torch
 
     from rhythm_core.data.sft_dataset import build_sft_dataset, save_sft_dataset
-    from rhythm_core.teacher.run import TeacherSettings, run_teacher
+    from rhythm_core.teacher.run import run_teacher
+    from rhythm_core.teacher.settings import TeacherSettings
     from rhythm_core.teacher.trajectories import read_trajectories
     from rhythm_core.training.grpo import GRPORunConfig, run_grpo
     from rhythm_core.training.sft import SFTRunConfig, run_sft

@@ -12,6 +12,6 @@ Packages follow the lineage, lowest layer first; a package imports only those ab
     compute/     remote training backends (Hugging Face Jobs)
 
 At the top, only what spans stages: `protocol` (prompts and answers between the env and a language
-model; imported by teacher/, data/, training/), `artifacts` (atomic publishing), `stages` (each
-stage as a function), `distill` (the whole recipe with presets) and `cli` (the `rhythm` command).
+model; imported by teacher/, data/, training/), `artifacts` (atomic publishing, the JSONL writer,
+`StageIncomplete`), `stages` (each stage as a function), `distill` (the whole recipe with presets) and `cli` (the `rhythm` command).
 """

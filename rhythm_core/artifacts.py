@@ -1,4 +1,8 @@
-"""Atomic artifact writes: a crash leaves the previous version intact, never a half-written file."""
+"""Writing artifacts: atomic writes (a crash leaves the previous version intact, never a half-written
+file), the one JSONL serialization every trajectory file uses (`jsonl_line`, `write_jsonl`),
+staging and publishing a stage's directory under its content hash, and `StageIncomplete`, raised by
+a stage that stopped early with its work kept for a re-run.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,29 @@ import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
+
+
+class StageIncomplete(RuntimeError):
+    """The stage stopped before finishing; what it did is kept and a re-run resumes it."""
+
+    def __init__(self, message: str, details: dict):
+        super().__init__(message)
+        self.details = details
+
+
+def jsonl_line(record) -> str:
+    """One record as a line of a JSONL file: compact, NaN and infinity refused, newline-terminated."""
+    return json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n"
+
+
+def write_jsonl(path, records) -> Path:
+    """Write `records` to `path`, one `jsonl_line` each. Not atomic by itself: the stages write into a
+    staging folder that is published in one rename."""
+    path = Path(path)
+    with open(path, "w") as fh:
+        for record in records:
+            fh.write(jsonl_line(record))
+    return path
 
 
 def atomic_write_bytes(path, data: bytes) -> Path:

@@ -49,7 +49,8 @@ def _cmd_teacher(args) -> int:
 
     from tqdm import tqdm
 
-    from .teacher.run import TeacherSettings, run_teacher
+    from .teacher.run import run_teacher
+    from .teacher.settings import TeacherSettings
 
     purpose = None
     if args.purpose == "training":  # evaluation seeds never become training data
@@ -187,7 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.set_defaults(func=_cmd_baselines)
 
-    from .teacher.run import REASONING_EFFORTS, STRUCTURED_OUTPUT_MODES
+    from .teacher.settings import REASONING_EFFORTS, STRUCTURED_OUTPUT_MODES
 
     p = sub.add_parser("teacher", help="play teacher episodes into a resumable JSONL file")
     p.add_argument("--backend", choices=["bayes", "openai", "azure"], default="bayes")

@@ -15,7 +15,7 @@ from .artifacts import write_result
 from .evaluation.results import eval_results_stage
 from .evaluation.rollouts import DEFAULT_EVAL_SEEDS, eval_rollouts_stage
 from .stages import dataset_stage, reeval_stage, teacher_stage, train_and_publish
-from .teacher.run import TeacherSettings
+from .teacher.settings import TeacherSettings
 from .training.entry import run_stage
 
 # 1,000 Bayesian-teacher weeks (~10 s): at 256 the recipe's student did not learn the belief.

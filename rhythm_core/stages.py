@@ -12,37 +12,16 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from .artifacts import publish_dir, rebase_paths, sha256_file, staging, write_result
+from .artifacts import publish_dir, rebase_paths, sha256_file, staging, write_jsonl, write_result
 from .data.reeval_report import reeval_records, teacher_beats_heuristic, write_report
 from .env.conditions import check_training_seeds, parse_seeds
 from .env.spec import ENV_VERSION
 from .graders import get_grader
 from .protocol import DEFAULT_PROMPT_FORMAT, DEFAULT_REASONING
-from .teacher.run import TeacherSettings, run_teacher
+from .teacher.budget import usage_totals
+from .teacher.run import run_teacher
+from .teacher.settings import TeacherSettings
 from .teacher.trajectories import read_trajectories, to_episode_batch
-
-
-class StageIncomplete(RuntimeError):
-    """The stage stopped before finishing; what it did is kept and a re-run resumes it."""
-
-    def __init__(self, message: str, details: dict):
-        super().__init__(message)
-        self.details = details
-
-
-def usage_totals(records: list[dict]) -> dict:
-    """Token and cost totals of teacher records as billed: prompt tokens (of which cached), completion
-    tokens (of which reasoning), the cache-hit fraction and the cost (files from before the cached and
-    reasoning counts existed read as 0 of those)."""
-    def total(key: str) -> int:
-        return sum(r["usage"].get(key, 0) for r in records)
-
-    prompt, cached = total("prompt_tokens"), total("cached_prompt_tokens")
-    return {
-        "prompt_tokens": prompt, "cached_prompt_tokens": cached, "completion_tokens": total("completion_tokens"),
-        "reasoning_tokens": total("reasoning_tokens"), "cache_hit_fraction": round(cached / prompt, 4) if prompt else 0.0,
-        "length_reasks": total("length_reasks"), "cost_usd": round(sum(r["usage"]["cost_usd"] for r in records), 6),
-    }
 
 
 def teacher_stage(settings: TeacherSettings, condition: str, seeds_spec: str, root, *, grader: str = "v3",
@@ -67,18 +46,12 @@ def teacher_stage(settings: TeacherSettings, condition: str, seeds_spec: str, ro
         "cache_hit_fraction": round(result.cache_hit_fraction, 4), "length_reasks": result.length_reasks,
         "request_shape": result.request_shape,
     }
-    if result.failed_seeds or result.stopped_reason:
-        why = f"stopped by {result.stopped_reason}" if result.stopped_reason else f"{len(result.failed_seeds)} seeds failed"
-        raise StageIncomplete(f"teacher run incomplete ({why}); {result.written + result.skipped} of {len(seeds)} "
-                              f"episodes are kept in {work} and a re-run resumes from there", run)
+    result.raise_if_incomplete("teacher run", run)
     records = sorted(read_trajectories(work, allow_truncated_tail=False).records, key=lambda r: r["seed"])
     wanted = set(seeds)
     records = [r for r in records if r["seed"] in wanted]
     with staging(stage_root) as staged:
-        path = staged / "trajectories.jsonl"
-        with open(path, "w") as fh:
-            for record in records:
-                fh.write(json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n")
+        path = write_jsonl(staged / "trajectories.jsonl", records)
         version = sha256_file(path)[:16]
         final = publish_dir(staged, stage_root / version)
     batch = to_episode_batch(records, condition)

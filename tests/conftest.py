@@ -3,7 +3,8 @@ import pytest
 
 from rhythm_core.agents.rollout import rollout
 from rhythm_core.data.sft_dataset import build_sft_dataset, save_sft_dataset
-from rhythm_core.teacher.run import TeacherSettings, run_teacher
+from rhythm_core.teacher.run import run_teacher
+from rhythm_core.teacher.settings import TeacherSettings
 from rhythm_core.teacher.trajectories import read_trajectories
 
 

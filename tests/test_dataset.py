@@ -24,7 +24,8 @@ from rhythm_core.env import EnvState, RhythmEnv, VectorRhythmEnv
 from rhythm_core.env.profiles import sample_factors
 from rhythm_core.env.spec import ACTION_INDEX, METERS, STEPS_PER_EPISODE, true_belief
 from rhythm_core.protocol import SYSTEM_PROMPT, parse_answer
-from rhythm_core.teacher.run import TeacherSettings, run_teacher
+from rhythm_core.teacher.run import run_teacher
+from rhythm_core.teacher.settings import TeacherSettings
 from rhythm_core.teacher.trajectories import read_trajectories
 
 

@@ -8,13 +8,14 @@ import json
 import dagster as dg
 import pytest
 
+from rhythm_core.artifacts import StageIncomplete
 from rhythm_core.data.sft_dataset import build_sft_dataset
 from rhythm_core.env.spec import STEPS_PER_EPISODE
 from rhythm_core.evaluation.results import compute_results, markdown_table
 from rhythm_core.evaluation.rollouts import eval_rollouts_stage, load_rollouts
-from rhythm_core.evaluation.teacher_play import TeacherPlayIncomplete, play_teacher
+from rhythm_core.evaluation.teacher_play import play_teacher
 from rhythm_core.stages import teacher_stage
-from rhythm_core.teacher.run import TeacherSettings
+from rhythm_core.teacher.settings import TeacherSettings
 from tests.openai_server import serve
 
 SEEDS = {"continuous": "0-2", "ood": "10000-10001", "discrete3": "20000-20002"}
@@ -79,7 +80,7 @@ def test_one_cost_guard_for_all_conditions_and_a_rerun_pays_only_for_the_missing
         # ~$0.05 an episode (about 45,000 prompt tokens at $2.5/M, a third cached at $0.25/M), while the
         # first episode is admitted against its worst case (~$0.21): the limit stops the play in ood.
         limited = teacher(server, model="fake-teacher", max_cost_usd=0.35, max_tokens=100, concurrency=1)
-        with pytest.raises(TeacherPlayIncomplete, match="stopped by max_cost_usd") as info:
+        with pytest.raises(StageIncomplete, match="stopped by max_cost_usd") as info:
             play_teacher(limited, SEEDS, staged, tmp_path)
         paid = server.request_count
         assert info.value.details["cost_usd_this_run"] <= 0.35

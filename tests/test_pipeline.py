@@ -94,7 +94,8 @@ def test_eval_seed_check_blocks_a_leaky_dataset(tmp_path):
     import pytest
 
     from rhythm_core.data.sft_dataset import build_sft_dataset, save_sft_dataset
-    from rhythm_core.teacher.run import TeacherSettings, run_teacher
+    from rhythm_core.teacher.run import run_teacher
+    from rhythm_core.teacher.settings import TeacherSettings
     from rhythm_core.teacher.trajectories import read_trajectories
 
     path = tmp_path / "leaky.jsonl"

@@ -19,7 +19,10 @@ import pytest
 from rhythm_core.env import Observation
 from rhythm_core.env.spec import ACTIONS, METERS, STEPS_PER_EPISODE
 from rhythm_core.protocol import fallback_action
-from rhythm_core.teacher.run import REASK, USAGE_KEYS, TeacherSettings, _retry_after, run_teacher
+from rhythm_core.teacher.budget import USAGE_KEYS
+from rhythm_core.teacher.openai_client import REASK, _retry_after
+from rhythm_core.teacher.run import run_teacher
+from rhythm_core.teacher.settings import TeacherSettings
 from rhythm_core.teacher.trajectories import SCHEMA, TrajectoryError, read_trajectories, replay_check
 from tests.openai_server import FakeOpenAIServer, serve
 

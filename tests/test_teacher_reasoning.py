@@ -11,15 +11,10 @@ import pytest
 from rhythm_core.env import RhythmEnv
 from rhythm_core.env.spec import ACTIONS, STEPS_PER_EPISODE
 from rhythm_core.protocol import ANSWER_RESPONSE_FORMAT, parse_answer
-from rhythm_core.stages import usage_totals
-from rhythm_core.teacher.run import (
-    CostBudget,
-    TeacherRequestRejected,
-    TeacherSettings,
-    is_reasoning_model,
-    request_messages,
-    run_teacher,
-)
+from rhythm_core.teacher.budget import CostBudget, usage_totals
+from rhythm_core.teacher.openai_client import TeacherRequestRejected, request_messages
+from rhythm_core.teacher.run import run_teacher
+from rhythm_core.teacher.settings import TeacherSettings, is_reasoning_model
 from rhythm_core.teacher.trajectories import read_trajectories, replay_check
 from tests.openai_server import MAX_TOKENS_MESSAGE, serve
 
@@ -318,7 +313,7 @@ def test_a_chat_format_teacher_sends_one_growing_conversation_with_its_own_answe
 
 def test_request_message_errors_name_the_parameter():
     server_body = {"message": MAX_TOKENS_MESSAGE, "param": "max_tokens", "code": "unsupported_parameter"}
-    from rhythm_core.teacher.run import _error_fields
+    from rhythm_core.teacher.openai_client import _error_fields
 
     class Exc(Exception):
         body, param, code = server_body, None, None  # a server that leaves param null

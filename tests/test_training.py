@@ -125,7 +125,8 @@ def test_the_recipe_trains_in_two_phases_plays_its_own_conversation_and_feeds_gr
 
     from rhythm_core.data.sft_dataset import build_sft_dataset, dataset_format, save_sft_dataset
     from rhythm_core.env import EnvState
-    from rhythm_core.teacher.run import TeacherSettings, run_teacher
+    from rhythm_core.teacher.run import run_teacher
+    from rhythm_core.teacher.settings import TeacherSettings
     from rhythm_core.teacher.trajectories import read_trajectories
     from rhythm_core.training.generation import SamplingConfig
     from rhythm_core.training.grpo import GRPORunConfig, _teacher_prompts, build_prompt_dataset

@@ -1,6 +1,7 @@
 """Agents that play RhythmEnv in lockstep batches: random, heuristic, heuristic_const_belief, fallback,
 bayes (the Bayesian teacher) and oracle, behind one `Agent` interface; `get_agent(name)`;
-`rollout` plays them on the vector env into finished episodes.
+`rollout.play_lockstep` is the one loop that plays any agent (a student too) on the vector env, and
+`rollout` collects its finished episodes.
 
 May import `env`, `graders` (the planner scores paths like a grader) and `protocol` (the fallback
 rule); nothing above them.

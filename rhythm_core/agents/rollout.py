@@ -1,15 +1,43 @@
-"""Play agents on the vector env and collect finished episodes."""
+"""Play agents on the vector env: `play_lockstep`, the one loop every player uses, and `rollout`,
+which collects its finished episodes."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
-from ..env import VectorRhythmEnv
+from ..env import BatchObservation, EnvState, VectorRhythmEnv
 from ..env.episode import EpisodeBatch
 from ..env.spec import BELIEF_DIMS, STEPS_PER_EPISODE
-from .base import Agent
+from .base import Agent, Decision
+
+
+@dataclass
+class LockstepStep:
+    """Step t of a lockstep play: what the agent saw, what it decided, and what the env showed after."""
+
+    t: int
+    obs: BatchObservation  # before the step: what the agent acted on
+    decision: Decision
+    next_obs: BatchObservation  # after the env took `decision.actions`
+    snapshot: EnvState | None = None  # the env before the step, with play_lockstep(..., snapshots=True)
+
+
+def play_lockstep(agent: Agent, env: VectorRhythmEnv, seeds, *, snapshots: bool = False) -> Iterator[LockstepStep]:
+    """Reset `env` on `seeds` (one episode each) and `agent` on it, then play the week: each step the
+    agent acts on every episode's observation and the env takes its actions. Yields each step once the
+    env has taken it (the agent has not acted again yet); when the iteration ends `env` holds the
+    finished episodes."""
+    obs, _ = env.reset(seeds)
+    agent.reset(env)
+    for t in range(STEPS_PER_EPISODE):
+        snapshot = env.snapshot() if snapshots else None
+        decision = agent.act(obs)
+        next_obs, *_ = env.step(decision.actions)
+        yield LockstepStep(t, obs, decision, next_obs, snapshot)
+        obs = next_obs
 
 
 def rollout(
@@ -47,17 +75,13 @@ def rollout(
 
 def _rollout_chunk(agent: Agent, condition: str, seeds: np.ndarray) -> EpisodeBatch:
     env = VectorRhythmEnv(condition)
-    obs, _ = env.reset(seeds)
-    agent.reset(env)
     n = len(seeds)
     beliefs = np.full((n, STEPS_PER_EPISODE, len(BELIEF_DIMS)), np.nan)
     invalid = np.zeros((n, STEPS_PER_EPISODE), dtype=bool)
-    for t in range(STEPS_PER_EPISODE):
-        decision = agent.act(obs)
-        if decision.beliefs is not None:
-            beliefs[:, t] = decision.beliefs
-        if decision.invalid is not None:
-            invalid[:, t] = decision.invalid
-        obs, *_ = env.step(decision.actions)
+    for step in play_lockstep(agent, env, seeds):
+        if step.decision.beliefs is not None:
+            beliefs[:, step.t] = step.decision.beliefs
+        if step.decision.invalid is not None:
+            invalid[:, step.t] = step.decision.invalid
     return EpisodeBatch(condition, seeds, env.factors, env.meters_history.copy(), env.action_history.copy(),
                         beliefs, invalid, agent.name)

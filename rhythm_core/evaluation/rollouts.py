@@ -17,11 +17,13 @@ from pathlib import Path
 import numpy as np
 
 from ..agents import get_agent
-from ..artifacts import atomic_write_json, publish_dir, sha256_file, staging
+from ..agents.rollout import play_lockstep
+from ..artifacts import atomic_write_json, publish_dir, sha256_file, staging, write_jsonl
 from ..env import VectorRhythmEnv
 from ..env.conditions import EVAL_SEEDS, eval_seed_list, get_condition
-from ..env.spec import ACTIONS, BELIEF_DIMS, ENV_VERSION, METERS, STEPS_PER_EPISODE
-from ..teacher.trajectories import SCHEMA, read_trajectories
+from ..env.spec import ACTIONS, BELIEF_DIMS, ENV_VERSION
+from ..teacher.records import episode_record, step_record
+from ..teacher.trajectories import read_trajectories
 
 EVAL_BASELINES = ("random", "heuristic", "heuristic_const_belief", "fallback", "bayes", "oracle")
 DEFAULT_EVAL_SEEDS = {"continuous": "0-99", "ood": "10000-10049", "discrete3": "20000-20014"}
@@ -31,17 +33,14 @@ def play_records(agent, condition: str, seeds, identity: dict) -> list[dict]:
     """Play `agent` on `seeds` in lockstep; one trajectory record per episode."""
     get_condition(condition)
     env = VectorRhythmEnv(condition)
-    obs, _ = env.reset(np.asarray(seeds, dtype=np.int64))
-    agent.reset(env)
-    n = env.num_envs
+    seeds = np.asarray(seeds, dtype=np.int64)
+    n = len(seeds)
     steps: list[list[dict]] = [[] for _ in range(n)]
     beliefs: list[list[dict | None]] = [[] for _ in range(n)]
-    for t in range(STEPS_PER_EPISODE):
-        before = [obs.item(i) for i in range(n)]
-        decision = agent.act(obs)
+    for step in play_lockstep(agent, env, seeds):
+        decision = step.decision
         # the step's newest user turn: the whole table (table format) or the new row and state (chat)
         prompts = [m[-1]["content"] for m in agent.last_messages] if getattr(agent, "last_messages", None) else None
-        obs, *_ = env.step(decision.actions)
         for i in range(n):
             raw = decision.reasoning[i] if decision.reasoning is not None else None
             parsed = agent.last_parsed[i] if prompts is not None else None
@@ -49,32 +48,13 @@ def play_records(agent, condition: str, seeds, identity: dict) -> list[dict]:
             if decision.beliefs is not None and not np.isnan(decision.beliefs[i]).any():
                 stated = {d: float(v) for d, v in zip(BELIEF_DIMS, decision.beliefs[i])}
             beliefs[i].append(stated)
-            steps[i].append({
-                "step": t,
-                "observation": before[i].to_dict(),
-                "prompt": prompts[i] if prompts else None,
-                "raw_answer": raw if prompts else None,
-                "parsed": None if parsed is None else {"valid": parsed.valid, "action": parsed.action,
-                                                       "belief": parsed.belief, "reasoning": parsed.reasoning,
-                                                       "error": parsed.error},
-                "action": ACTIONS[decision.actions[i]],
-                "invalid": bool(decision.invalid[i]) if decision.invalid is not None else False,
-                "attempts": 1,
-                "meters_after": {m: float(v) for m, v in zip(METERS, obs.meters[i])},
-                "usage": {"prompt_tokens": 0, "completion_tokens": 0, "requests": 0, "retries": 0},
-            })
-    return [{
-        "schema": SCHEMA, "env_version": ENV_VERSION, "condition": condition, "seed": int(env.seeds[i]),
-        "teacher": identity, "steps": steps[i], "actions": [s["action"] for s in steps[i]], "beliefs": beliefs[i],
-        "invalid": [s["invalid"] for s in steps[i]], "meters": env.meters_history[i].tolist(),
-        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "requests": 0, "retries": 0, "cost_usd": 0.0},
-    } for i in range(n)]
-
-
-def _write_jsonl(path: Path, records: list[dict]) -> None:
-    with open(path, "w") as fh:
-        for record in records:
-            fh.write(json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n")
+            steps[i].append(step_record(
+                step.t, step.obs.item(i), prompts[i] if prompts else None, raw if prompts else None, parsed,
+                ACTIONS[decision.actions[i]], bool(decision.invalid[i]) if decision.invalid is not None else False, 1,
+                step.next_obs.meters[i], {"prompt_tokens": 0, "completion_tokens": 0, "requests": 0, "retries": 0}))
+    return [episode_record(identity, condition, env.seeds[i], steps[i], env.meters_history[i], beliefs[i],
+                           {"prompt_tokens": 0, "completion_tokens": 0, "requests": 0, "retries": 0, "cost_usd": 0.0})
+            for i in range(n)]
 
 
 def _players(checkpoints: dict[str, str], baselines, sampling) -> list[tuple[str, Callable[[], object], dict]]:
@@ -104,7 +84,7 @@ def play_condition(checkpoints: dict[str, str], condition: str, seeds_spec: str,
         agent, start = make(), time.perf_counter()
         records = play_records(agent, condition, seeds, identity)
         file = f"{name}__{condition}.jsonl"
-        _write_jsonl(Path(staged) / file, records)
+        write_jsonl(Path(staged) / file, records)
         invalid = float(np.mean([r["invalid"] for r in records]))
         files[file] = {"player": name, "condition": condition, "episodes": len(records), "invalid_rate": invalid,
                        "sha256": sha256_file(Path(staged) / file)}

@@ -16,28 +16,21 @@ The resource's `max_cost_usd` is one budget for the whole play, across condition
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
-from ..artifacts import sha256_file
+from ..artifacts import sha256_file, write_jsonl
 from ..env.spec import ENV_VERSION
-from ..teacher.run import TeacherSettings, run_teacher
+from ..teacher.budget import usage_totals
+from ..teacher.run import run_teacher
+from ..teacher.settings import TeacherSettings
 from ..teacher.trajectories import read_trajectories
 
 TEACHER_PLAYER = "teacher"
 EVALUATION_PURPOSE = "evaluation"
-
-
-class TeacherPlayIncomplete(RuntimeError):
-    """The teacher's evaluation play stopped early; its episodes are kept and a re-run resumes."""
-
-    def __init__(self, message: str, details: dict):
-        super().__init__(message)
-        self.details = details
 
 
 def teacher_identity(settings: TeacherSettings) -> dict:
@@ -53,7 +46,8 @@ def play_teacher(settings: TeacherSettings, seeds: dict[str, str], staged, root,
                  log: Callable[[str], None] | None = None, client=None) -> dict:
     """Play the teacher on each condition's evaluation seeds into `staged`/teacher__<condition>.jsonl;
     returns the files' manifest entries (as `play_condition`). Raises ValueError for a seed that is
-    not an evaluation seed, TeacherPlayIncomplete when seeds failed or the cost guard stopped the run."""
+    not an evaluation seed, StageIncomplete (`rhythm_core.artifacts`) when seeds failed or the cost guard
+    stopped the run."""
     from ..env.conditions import eval_seed_list
 
     log = log or (lambda message: None)
@@ -65,27 +59,19 @@ def play_teacher(settings: TeacherSettings, seeds: dict[str, str], staged, root,
         run_settings = settings if remaining is None else replace(settings, max_cost_usd=max(0.0, remaining - spent))
         result = run_teacher(run_settings, condition, wanted, work, log=log, client=client, purpose=EVALUATION_PURPOSE)
         spent += result.cost_usd
-        if result.failed_seeds or result.stopped_reason:
-            why = f"stopped by {result.stopped_reason}" if result.stopped_reason else f"{len(result.failed_seeds)} seeds failed"
-            raise TeacherPlayIncomplete(
-                f"teacher play on the {condition} evaluation seeds incomplete ({why}); "
-                f"{result.written + result.skipped} of {len(wanted)} episodes are kept in {work} and a re-run resumes "
-                "from there", {"condition": condition, "work_file": str(work), "cost_usd_this_run": round(spent, 6)})
+        result.raise_if_incomplete(f"teacher play on the {condition} evaluation seeds",
+                                   {"condition": condition, "work_file": str(work), "cost_usd_this_run": round(spent, 6)})
         keep = set(wanted)
         records = sorted((r for r in read_trajectories(work, allow_truncated_tail=False).records if r["seed"] in keep),
                          key=lambda r: r["seed"])
         file = f"{TEACHER_PLAYER}__{condition}.jsonl"
-        with open(Path(staged) / file, "w") as fh:
-            for record in records:
-                fh.write(json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n")
-        prompt = sum(r["usage"]["prompt_tokens"] for r in records)
-        cached = sum(r["usage"].get("cached_prompt_tokens", 0) for r in records)
+        write_jsonl(Path(staged) / file, records)
+        usage = usage_totals(records)
         invalid = float(np.mean([r["invalid"] for r in records]))
         files[file] = {"player": TEACHER_PLAYER, "condition": condition, "episodes": len(records),
                        "invalid_rate": invalid, "sha256": sha256_file(Path(staged) / file),
-                       "teacher_id": settings.teacher_id,
-                       "cost_usd": round(sum(r["usage"]["cost_usd"] for r in records), 6),
-                       "cache_hit_fraction": round(cached / prompt, 4) if prompt else 0.0}
+                       "teacher_id": settings.teacher_id, "cost_usd": usage["cost_usd"],
+                       "cache_hit_fraction": usage["cache_hit_fraction"]}
         log(f"teacher {settings.teacher_id} on {condition}: {len(records)} episodes ({result.skipped} resumed), "
             f"invalid answers {invalid:.1%}, cost ${files[file]['cost_usd']:.4f}")
     return files

@@ -1,7 +1,14 @@
-"""Teachers and their trajectory files: `run` plays the Bayesian teacher (offline, free) or an
-OpenAI-compatible chat model (paid, behind a cost guard) on training seeds and appends each finished
-episode to a JSONL file; `trajectories` defines that file's schema, reads and validates it, and
-replays it against the env.
+"""Teachers and their trajectory files. By responsibility:
+
+- `run`: the public entry `run_teacher` — plays every seed not yet in a JSONL file, appends each
+  finished episode, resumes, and returns counts, tokens and cost (`TeacherRunResult`);
+- `settings`: `TeacherSettings` (backend, endpoint, budget, prices) and the reasoning-model rule;
+- `bayes`: the Bayesian teacher (offline, free), played in lockstep;
+- `openai_client`: an OpenAI-compatible chat model (paid): client, retries, request-shape learning;
+- `budget`: usage counters and totals, and the cost guard (`CostBudget`);
+- `records`: the step and episode records every teacher and the evaluation rollouts write;
+- `trajectories`: the file's schema; reads, validates, appends (`TrajectoryWriter`) and replays it;
+- `evidence`: the linear read-out of a teacher's stated beliefs that the SFT dataset's rationale uses.
 
 May import `env`, `agents`, `graders` and the top-level `protocol` / `artifacts`; never `data`,
 `training` or `evaluation`, which consume what a teacher writes.

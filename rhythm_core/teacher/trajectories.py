@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..artifacts import jsonl_line
 from ..env import VectorRhythmEnv
 from ..env.conditions import CONDITIONS, check_seed
 from ..env.episode import EpisodeBatch
@@ -194,7 +195,7 @@ class TrajectoryWriter:
         key = (record["condition"], record["seed"])
         if key in self._written:
             raise TrajectoryError(f"{self.path}: seed {record['seed']} ({record['condition']}) is already written")
-        line = json.dumps(record, separators=(",", ":"), allow_nan=False).encode() + b"\n"
+        line = jsonl_line(record).encode()
         self._fh.write(line)  # one write per line, then fsync: a crash leaves at most a cut tail
         self._fh.flush()
         os.fsync(self._fh.fileno())

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from ..agents import heuristic_actions
+from ..agents.rollout import play_lockstep
 from ..env import EnvState, VectorRhythmEnv
 from ..env.profiles import sample_factors
 from ..env.spec import ACTION_INDEX, BELIEF_DIMS, SLOTS, STEPS_PER_EPISODE, true_belief
@@ -162,19 +163,14 @@ def make_reward_functions(grader_name: str):
 # prompts
 def collect_student_states(agent: LLMPolicyAgent, condition: str, seeds) -> list[dict]:
     """Play the student in lockstep and keep every step's prompt, env snapshot and true belief."""
-    env = VectorRhythmEnv(condition)
-    obs, _ = env.reset(np.asarray(seeds))
-    agent.reset(env)
-    beliefs = true_belief(sample_factors(condition, env.seeds))
+    seeds = np.asarray(seeds, dtype=np.int64)
+    beliefs = true_belief(sample_factors(condition, seeds))
     rows = []
-    for t in range(STEPS_PER_EPISODE):
-        snap = env.snapshot()
-        decision = agent.act(obs)
+    for step in play_lockstep(agent, VectorRhythmEnv(condition), seeds, snapshots=True):
         for i, messages in enumerate(agent.last_messages):
-            rows.append({"prompt": messages, "env_state": snap.episode(i).to_json(),
+            rows.append({"prompt": messages, "env_state": step.snapshot.episode(i).to_json(),
                          "true_belief": [float(b) for b in beliefs[i]], "condition": condition,
-                         "seed": int(env.seeds[i]), "step": t, "source": "student"})
-        obs, *_ = env.step(decision.actions)
+                         "seed": int(seeds[i]), "step": step.t, "source": "student"})
     return rows
 
 

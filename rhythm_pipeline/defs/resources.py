@@ -9,7 +9,7 @@ import os
 
 import dagster as dg
 
-from rhythm_core.teacher.run import TeacherSettings
+from rhythm_core.teacher.settings import TeacherSettings
 
 _TEACHER = TeacherSettings()
 
@@ -17,7 +17,7 @@ _TEACHER = TeacherSettings()
 class TeacherResource(dg.ConfigurableResource):
     """Who plays the teacher episodes. backend: bayes (default, offline, free) | openai | azure.
     Fields and defaults are TeacherSettings' (the launchpad needs a Config class to show them); see
-    rhythm_core.teacher.run for how reasoning models (GPT-5.x, o-series) are handled."""
+    rhythm_core.teacher.openai_client for how reasoning models (GPT-5.x, o-series) are handled."""
 
     backend: str = _TEACHER.backend
     model: str = _TEACHER.model

@@ -5,7 +5,7 @@ import time
 
 import dagster as dg
 
-from rhythm_core.artifacts import staging_dir
+from rhythm_core.artifacts import StageIncomplete, staging_dir
 from rhythm_core.compute.threads import limit_threads
 from rhythm_core.env.conditions import CONDITIONS
 from rhythm_core.evaluation.results import append_history, eval_results_stage, headline_figures, history_markdown
@@ -16,7 +16,7 @@ from rhythm_core.evaluation.rollouts import (
     play_condition,
     publish_rollouts,
 )
-from rhythm_core.evaluation.teacher_play import TEACHER_PLAYER, TeacherPlayIncomplete, teacher_identity
+from rhythm_core.evaluation.teacher_play import TEACHER_PLAYER, teacher_identity
 from rhythm_core.evaluation.teacher_play import play_teacher as play_teacher_on_eval_seeds
 from rhythm_core.training.generation import SamplingConfig
 from rhythm_pipeline.defs.executor import PARALLEL_TORCH_TAGS, step_thread_budget
@@ -86,7 +86,7 @@ def play_teacher(context: dg.OpExecutionContext, plan: dict, teacher: TeacherRes
     settings = teacher.settings()
     try:
         files = play_teacher_on_eval_seeds(settings, plan["seeds"], plan["staged"], plan["root"], log=context.log.info)
-    except TeacherPlayIncomplete as exc:
+    except StageIncomplete as exc:
         raise dg.Failure(description=str(exc), metadata=exc.details) from exc
     return {"files": files, "identity": teacher_identity(settings)}
 

@@ -1,0 +1,49 @@
+"""The Bayesian teacher (offline, free): `BayesAgent` with explanations plays a chunk of seeds in
+lockstep in one vector env, and each decision is written as the answer a language-model teacher
+would give (its canonical JSON, parsed back), so its records have the same shape as a paid
+teacher's and train a student the same way.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..agents import BayesAgent
+from ..agents.rollout import play_lockstep
+from ..env import VectorRhythmEnv
+from ..env.spec import ACTIONS, belief_to_dict
+from ..protocol import format_answer, parse_answer, render_user_prompt
+from .budget import zero_usage
+from .records import episode_record, step_record, teacher_protocol
+from .settings import TeacherSettings
+
+
+def _bayes_step_record(t: int, history, decision, i: int, action: str, invalid: bool, meters_after) -> dict:
+    """Step t's record of episode i with the Bayesian teacher's answer (`decision`, its `act` at
+    history[-1]) as the answer; `action` and `invalid` are what was executed."""
+    belief = belief_to_dict(np.round(decision.beliefs[i], 2))
+    raw = format_answer(ACTIONS[decision.actions[i]], belief, decision.reasoning[i])
+    return step_record(t, history[-1], render_user_prompt(history), raw, parse_answer(raw), action, invalid, 1,
+                       meters_after, zero_usage())
+
+
+def bayes_records(settings: TeacherSettings, condition: str, seeds: np.ndarray, purpose: str | None = None) -> list[dict]:
+    """Play the Bayesian teacher on a chunk of seeds in lockstep and build their records."""
+    env = VectorRhythmEnv(condition)
+    n = len(seeds)
+    histories: list[list] = [[] for _ in range(n)]
+    steps: list[list[dict]] = [[] for _ in range(n)]
+    beliefs: list[list[dict]] = [[] for _ in range(n)]
+    for step in play_lockstep(BayesAgent(explain=True), env, seeds):
+        decision = step.decision
+        invalid = decision.invalid if decision.invalid is not None else np.zeros(n, dtype=bool)
+        for i in range(n):
+            histories[i].append(step.obs.item(i))
+            steps[i].append(_bayes_step_record(step.t, histories[i], decision, i, ACTIONS[decision.actions[i]],
+                                               bool(invalid[i]), step.next_obs.meters[i]))
+            beliefs[i].append(steps[i][-1]["parsed"]["belief"])
+    return [
+        episode_record(settings.describe(), condition, seeds[i], steps[i], env.meters_history[i], beliefs[i],
+                       {**zero_usage(), "cost_usd": 0.0}, protocol=teacher_protocol(settings), purpose=purpose)
+        for i in range(n)
+    ]

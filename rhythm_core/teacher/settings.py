@@ -1,0 +1,112 @@
+"""Who the teacher is and how to reach it: `TeacherSettings` (backend, model, endpoint, concurrency,
+retries, completion budget, prices, cost limit), validated when built, and the model-name rule
+(`is_reasoning_model`) that picks a reasoning model's defaults (`max_completion_tokens`, no
+temperature, a 4,000-token budget; see `openai_client` for how the endpoint's answers correct them).
+
+Apart from the code that plays episodes so the CLI, the Dagster resource and the evaluation can
+build and check settings without the OpenAI client or the async runner.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+from ..protocol import PROMPT_FORMATS
+
+BAYES_MODEL = "bayes-kalman-1"
+
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high")
+STRUCTURED_OUTPUT_MODES = ("auto", "on", "off")
+DEFAULT_MAX_TOKENS = 400  # a chat model's answer is ~60-120 tokens
+DEFAULT_REASONING_MAX_TOKENS = 4_000  # a reasoning model also spends the budget on hidden reasoning
+_REASONING_NAME = re.compile(r"(?:^|[^a-z0-9])(?:o[1-9]|gpt-5)(?:[^0-9]|$)")
+
+
+def is_reasoning_model(model: str) -> bool:
+    """The model-name rule: GPT-5.x and o-series names (o1, o3-mini, o4-mini, gpt-5.4, an Azure
+    deployment named "prod-gpt-5.4", a routed "openai/o3") are reasoning models. A name the rule
+    misses (an Azure deployment called "teacher") is corrected by the first 400 (`openai_client` module docstring)."""
+    return bool(_REASONING_NAME.search((model or "").lower()))
+
+
+@dataclass
+class TeacherSettings:
+    """How to reach the teacher. `api_key` is a secret: never logged, never written.
+
+    `temperature` and `max_tokens` None pick the model's defaults (`is_reasoning_model`): 0.0 and 400 for
+    chat models; no temperature and 4,000 tokens (sent as `max_completion_tokens`) for reasoning
+    models. `reasoning_effort` (none | minimal | low | medium | high) is sent only when set.
+    `price_cached_input_per_m` None bills cached prompt tokens at the uncached rate.
+    `structured_output`: "auto" asks for the strict JSON schema and falls back to the free-text
+    protocol for the run if the endpoint answers 400 to it; "on" requires it; "off" never asks.
+    """
+
+    backend: str = "bayes"  # bayes | openai | azure
+    model: str = ""
+    base_url: str | None = None  # OpenAI-compatible endpoint (openai backend)
+    api_key: str | None = field(default=None, repr=False)
+    azure_endpoint: str | None = None
+    azure_api_version: str = "2024-10-21"
+    concurrency: int = 8
+    request_timeout_s: float = 60.0
+    max_retries: int = 6  # per request, on 429, 5xx, timeouts and connection errors
+    backoff_base_s: float = 1.0
+    backoff_cap_s: float = 60.0
+    max_invalid_reasks: int = 2  # re-asks of an unusable answer before the safe fallback action
+    max_length_reasks: int = 2  # re-asks with a doubled budget of an answer cut empty by the budget
+    temperature: float | None = None
+    max_tokens: int | None = None  # completion budget (max_completion_tokens or max_tokens on the wire)
+    reasoning_effort: str | None = None
+    structured_output: str = "auto"
+    prompt_format: str = "table"  # how request_messages renders a step (recorded in the JSONL's protocol)
+    price_input_per_m: float = 0.0  # USD per 1M uncached prompt tokens
+    price_cached_input_per_m: float | None = None  # USD per 1M cached prompt tokens; None: the uncached rate
+    price_output_per_m: float = 0.0  # USD per 1M completion tokens (reasoning tokens included)
+    max_cost_usd: float | None = None
+
+    def __post_init__(self):
+        if self.backend not in ("bayes", "openai", "azure"):
+            raise ValueError(f"unknown teacher backend {self.backend!r}; allowed: bayes, openai, azure")
+        if self.backend != "bayes" and not self.model:
+            raise ValueError(f"the {self.backend} teacher backend needs a model name")
+        if self.concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")
+        if self.reasoning_effort is not None and self.reasoning_effort not in REASONING_EFFORTS:
+            raise ValueError(f"reasoning_effort {self.reasoning_effort!r} is not one of {', '.join(REASONING_EFFORTS)} "
+                             "(or unset)")
+        if self.structured_output not in STRUCTURED_OUTPUT_MODES:
+            raise ValueError(f"structured_output {self.structured_output!r} is not one of "
+                             f"{', '.join(STRUCTURED_OUTPUT_MODES)}")
+        if self.prompt_format not in PROMPT_FORMATS:
+            raise ValueError(f"prompt_format {self.prompt_format!r} is not one of {', '.join(PROMPT_FORMATS)}")
+        if self.max_tokens is not None and self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1 (or unset), got {self.max_tokens}")
+        for name in ("price_input_per_m", "price_cached_input_per_m", "price_output_per_m"):
+            value = getattr(self, name)
+            if value is not None and (not math.isfinite(value) or value < 0):
+                raise ValueError(f"{name} must be a finite number >= 0, got {value}")
+
+    @property
+    def reasoning_model(self) -> bool:
+        return self.backend != "bayes" and is_reasoning_model(self.model)
+
+    @property
+    def completion_budget(self) -> int:
+        if self.max_tokens is not None:
+            return self.max_tokens
+        return DEFAULT_REASONING_MAX_TOKENS if self.reasoning_model else DEFAULT_MAX_TOKENS
+
+    @property
+    def cached_price_per_m(self) -> float:
+        return self.price_input_per_m if self.price_cached_input_per_m is None else self.price_cached_input_per_m
+
+    @property
+    def teacher_id(self) -> str:
+        return "bayes" if self.backend == "bayes" else f"{self.backend}:{self.model}"
+
+    def describe(self) -> dict:
+        """The teacher's identity for records and metadata (no secret)."""
+        model = BAYES_MODEL if self.backend == "bayes" else self.model
+        return {"backend": self.backend, "model": model, "id": self.teacher_id}
