@@ -62,14 +62,7 @@ from ..artifacts import atomic_write_text, publish_dir, staging
 from ..env.conditions import check_training_seeds
 from ..env.profiles import sample_factors
 from ..env.spec import STEPS_PER_EPISODE, true_belief
-from ..protocol import (
-    CHAT_FORMATS,
-    DEFAULT_PROMPT_FORMAT,
-    DEFAULT_REASONING,
-    PROMPT_FORMATS,
-    REASONING,
-    DatasetFormat,
-)
+from ..protocol import CHAT_FORMATS, DEFAULT_PROMPT_FORMAT, DEFAULT_REASONING, PROMPT_FORMATS, REASONING, DatasetFormat
 from ..teacher.evidence import EvidenceReadout, ReadoutFitError, fit_evidence_readout
 from ..teacher.trajectories import validate_record
 from .answers import episode_answers
