@@ -69,32 +69,44 @@ def test_grpo_rewards_vary_within_groups_and_checkpoint_saves(sft_result, short_
     AutoModelForCausalLM.from_pretrained(result["model_dir"])
 
 
-def test_action_value_reward_is_zero_for_the_heuristic_action_and_comes_from_the_env():
-    from rhythm_core.agents import heuristic_actions
+def test_action_value_plays_the_students_own_week_and_is_zero_for_its_own_answer(sft_result):
+    from rhythm_core.agents.rollout import play_lockstep, rollout
+    from rhythm_core.graders import get_grader
     from rhythm_core.protocol import format_answer
-    from rhythm_core.training.grpo import make_reward_functions
+    from rhythm_core.training.generation import SamplingConfig
+    from rhythm_core.training.grpo import make_reward_functions, student_continuation_scores
+    from rhythm_core.training.policy import LLMPolicyAgent
 
-    env = VectorRhythmEnv("continuous")
-    obs, _ = env.reset([1500])
-    for _ in range(5):
-        obs, *_ = env.step(heuristic_actions(obs.meters, obs.slot))
-    state = env.snapshot().to_json()
-    heuristic = ACTIONS[heuristic_actions(obs.meters, obs.slot)[0]]
+    student = LLMPolicyAgent.from_checkpoint(sft_result[0]["model_dir"],
+                                             sampling=SamplingConfig(max_new_tokens=96, temperature=0.0))
+    seeds = [1500, 1501]
+    snapshots, prompts = [], []
+    for step in play_lockstep(student, VectorRhythmEnv("continuous"), seeds, snapshots=True):
+        snapshots.append(step.snapshot)
+        prompts.append(student.last_messages)
+    answers = [list(a) for a in student.answers]
+    own = get_grader("v3").grade_batch(rollout(student, "continuous", seeds))[0]
+    for k in (0, 13, STEPS_PER_EPISODE - 1):  # from any state of its week, the student plays that week again
+        states = [snapshots[k].episode(i) for i in range(len(seeds))]
+        earlier = [a[:k] for a in answers]
+        np.testing.assert_allclose(student_continuation_scores(student, states, earlier, [None, None], "v3"), own)
+        np.testing.assert_allclose(student_continuation_scores(student, states, earlier, [a[k] for a in answers],
+                                                               "v3"), own)
+
+    k = 13
+    state = snapshots[k].episode(0)
     belief = {"social": 0.5, "morning": 0.5, "work": 0.5}
-    answers = [[{"role": "assistant", "content": format_answer(a, belief, "")}] for a in ACTIONS]
-    validity, action_value, belief_accuracy = make_reward_functions("v3")
-    values = action_value(answers, env_state=[state] * len(ACTIONS))
-    assert values[ACTIONS.index(heuristic)] == 0.0
-    assert len(set(np.round(values, 6))) > 3  # actions really differ in graded value
-    assert validity(answers + [[{"role": "assistant", "content": "nonsense"}]]) == [1.0] * 10 + [0.0]
-    # An unusable answer is scored as the safe fallback action it leads to.
-    from rhythm_core.protocol import fallback_action
-
-    fallback = fallback_action(obs.item(0))
-    garbled = action_value([[{"role": "assistant", "content": "nonsense"}]], env_state=[state])
-    assert garbled == [values[ACTIONS.index(fallback)]]
-    truth = env.true_belief[0].tolist()
-    assert belief_accuracy(answers[:1], true_belief=[truth])[0] == pytest.approx(1 - np.abs(np.array(truth) - 0.5).mean())
+    texts = [answers[0][k]] + [format_answer(a, belief, "") for a in ACTIONS] + ["nonsense"]
+    completions = [[{"role": "assistant", "content": t}] for t in texts]
+    validity, action_value, belief_accuracy = make_reward_functions("v3", student)
+    values = action_value(completions, env_state=[state.to_json()] * len(texts), prompts=[prompts[k][0]] * len(texts))
+    assert values[0] == 0.0  # the SFT student's own answer is its own week
+    weeks = student_continuation_scores(student, [state] * len(texts), [answers[0][:k]] * len(texts), texts, "v3")
+    assert values == pytest.approx(list(np.clip(10 * (weeks - own[0]), -1, 1)))
+    assert len(set(np.round(values[1:-1], 6))) > 2  # actions really differ in what the student's week makes of them
+    assert validity(completions) == [1.0] * (len(texts) - 1) + [0.0]
+    truth = [0.2, 0.7, 0.4]
+    assert belief_accuracy(completions[1:2], true_belief=[truth])[0] == pytest.approx(1 - np.abs(np.array(truth) - 0.5).mean())
 
 
 def test_lora_path_trains_an_adapter_and_reloads_merged(short_dataset, tmp_path):

@@ -109,13 +109,6 @@ class BayesAgent(Agent):
         self._prev_action = actions
         return Decision(actions=actions, beliefs=belief, reasoning=reasoning)
 
-    def follow(self, obs: BatchObservation, actions: np.ndarray) -> None:
-        """Update the posterior from `obs` and note the `actions` taken there, without planning: replays
-        a week someone else played up to a state (GRPO's continuation from a snapshot)."""
-        self._update(obs)
-        self._prev_meters = obs.meters.copy()
-        self._prev_action = np.asarray(actions, dtype=np.int64).copy()
-
     def observe_actions(self, actions: np.ndarray) -> None:
         """The actions really taken after the last `act` when someone else acted (a student plays,
         the teacher follows): the next update explains the anomalies by these."""
