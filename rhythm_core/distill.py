@@ -24,7 +24,7 @@ DEFAULT_TEACHER_SEEDS = "1000-1999"
 # One recipe (benchmarks/README.md): Bayesian-teacher weeks written as labeled chat conversations with
 # the evidence reasoning (its read-out fitted on those weeks), the tiny student with numeric embeddings
 # and 8 heads trained in two phases (each week's first 512 tokens, then whole weeks), GRPO rewarded by
-# the Bayesian teacher's continuation and gated on held-out training weeks. "demo" is what the asset
+# the SFT student's own continuation of the week and gated on held-out training weeks. "demo" is what the asset
 # defaults and `make demo` run; "long" is the same recipe with more data and steps.
 PRESETS: dict[str, dict] = {
     "demo": {"teacher_seeds": DEFAULT_TEACHER_SEEDS, "dataset": {}, "sft": {}, "grpo": {},

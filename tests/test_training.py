@@ -72,7 +72,7 @@ def test_grpo_rewards_vary_within_groups_and_checkpoint_saves(sft_result, short_
 def test_action_value_plays_the_students_own_week_and_is_zero_for_its_own_answer(sft_result):
     from rhythm_core.agents.rollout import play_lockstep, rollout
     from rhythm_core.graders import get_grader
-    from rhythm_core.protocol import format_answer
+    from rhythm_core.protocol import fallback_action, format_answer
     from rhythm_core.training.generation import SamplingConfig
     from rhythm_core.training.grpo import make_reward_functions, student_continuation_scores
     from rhythm_core.training.policy import LLMPolicyAgent
@@ -105,6 +105,11 @@ def test_action_value_plays_the_students_own_week_and_is_zero_for_its_own_answer
     assert values == pytest.approx(list(np.clip(10 * (weeks - own[0]), -1, 1)))
     assert len(set(np.round(values[1:-1], 6))) > 2  # actions really differ in what the student's week makes of them
     assert validity(completions) == [1.0] * (len(texts) - 1) + [0.0]
+    # An unusable answer is played as the safe fallback action it leads to (and states no belief).
+    fallback = format_answer(fallback_action(state.observation()), None, "")
+    garbled = action_value([completions[-1], [{"role": "assistant", "content": fallback}]],
+                           env_state=[state.to_json()] * 2, prompts=[prompts[k][0]] * 2)
+    assert garbled[0] == garbled[1]
     truth = [0.2, 0.7, 0.4]
     assert belief_accuracy(completions[1:2], true_belief=[truth])[0] == pytest.approx(1 - np.abs(np.array(truth) - 0.5).mean())
 

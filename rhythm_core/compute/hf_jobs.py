@@ -48,7 +48,7 @@ TERMINAL_STAGES = frozenset({"COMPLETED", "CANCELED", "ERROR", "DELETED"})
 HUB_DEPENDENCY = "huggingface_hub>=0.34"  # as in hf_job_script's PEP 723 block
 # Fixed zip timestamps, so the same code gives the same wheel bytes and the same code version.
 _SOURCE_DATE_EPOCH = "315532800"  # 1980-01-01, the earliest date a zip entry can hold
-# The placeholder in hf_job_script that render_job_script replaces with the run's values.
+# The line of hf_job_script that render_job_script replaces with the run's values (config, inputs, revision).
 _DEFAULTS_LINE = "DEFAULTS: dict = {}\n"
 
 

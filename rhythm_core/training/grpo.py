@@ -85,7 +85,10 @@ def student_continuation_scores(agent: LLMPolicyAgent, states: list[EnvState], e
     """The grade of each episode when the student `agent` (greedy, frozen) has played the week to
     `states[i]` with its conversation's `earlier_answers[i]`, says `answers[i]` at that step (None:
     answers itself) and plays the rest of the week. From any state of a week the agent played itself,
-    with answers None, this is that week's own grade. States at the same step are simulated together."""
+    with answers None, this is that week's own grade. States at the same step are simulated together.
+    In the table format the prompt holds no earlier answers, so none are replayed: the week's earlier
+    stated beliefs are not restored, and the graded belief is the last one the agent states from the
+    snapshot on."""
     from ..env.episode import EpisodeBatch
 
     grader = get_grader(grader_name)
@@ -132,7 +135,8 @@ def _earlier_answers(prompt) -> list[str]:
 def make_reward_functions(grader_name: str, student: LLMPolicyAgent):
     """The three reward functions, named as TRL logs them (rewards/<name>/mean). `student` is the
     frozen SFT start (greedy) that finishes each week for action_value."""
-    own_week: dict[str, float] = {}  # env_state -> the grade of the student's week from it, answering itself
+    # (env_state, earlier answers) -> the grade of the student's week from there when it answers itself
+    own_week: dict[tuple, float] = {}
 
     def answer_validity(completions, **kwargs) -> list[float]:
         return [1.0 if parse_answer(_completion_text(c)).valid else 0.0 for c in completions]
@@ -140,8 +144,9 @@ def make_reward_functions(grader_name: str, student: LLMPolicyAgent):
     def action_value(completions, env_state, prompts, **kwargs) -> list[float]:
         states = [EnvState.from_json(s) for s in env_state]
         earlier = [_earlier_answers(p) for p in prompts]
-        fresh = {}  # states not yet scored with the student's own answer: one extra week each
-        for i, key in enumerate(env_state):
+        keys = [(state, tuple(answers)) for state, answers in zip(env_state, earlier)]
+        fresh = {}  # prompts not yet scored with the student's own answer: one extra week each
+        for i, key in enumerate(keys):
             if key not in own_week:
                 fresh.setdefault(key, i)
         rows = list(range(len(states))) + list(fresh.values())
@@ -149,7 +154,7 @@ def make_reward_functions(grader_name: str, student: LLMPolicyAgent):
         scores = student_continuation_scores(student, [states[i] for i in rows], [earlier[i] for i in rows], texts,
                                              grader_name)
         own_week.update(zip(fresh, (float(v) for v in scores[len(states):])))
-        diff = scores[: len(states)] - np.array([own_week[key] for key in env_state])
+        diff = scores[: len(states)] - np.array([own_week[key] for key in keys])
         return [float(v) for v in np.clip(10.0 * diff, -1.0, 1.0)]
 
     def belief_accuracy(completions, true_belief, **kwargs) -> list[float]:

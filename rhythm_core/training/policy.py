@@ -60,27 +60,24 @@ class LLMPolicyAgent(Agent):
         return self.follow(obs, None)
 
     def follow(self, obs: BatchObservation, answers: list[str | None] | None) -> Decision:
-        """This step with some answers given (`answers[n]`, e.g. another player's or one recorded
-        earlier) and the rest (None) generated: the conversation goes on as if the agent had said them."""
+        """This step with some answers given (`answers[n]`, e.g. one recorded earlier or another
+        player's) and the rest (None) generated: the conversation goes on as if the agent had said them."""
         for n in range(len(obs)):
             self.histories[n].append(obs.item(n))
+        messages = [render_conversation(h, a, variant=self.variant, prompt_format=self.prompt_format)
+                    for h, a in zip(self.histories, self.answers)]
         answers = list(answers) if answers is not None else [None] * len(obs)
         open_ = [n for n, a in enumerate(answers) if a is None]
         if open_:
-            messages = [render_conversation(self.histories[n], self.answers[n], variant=self.variant,
-                                            prompt_format=self.prompt_format) for n in open_]
             sampling = SamplingConfig(**{**self.sampling.__dict__, "seed": self.sampling.seed + 1000 * obs.step})
-            generated = generate_answers(self.model, self.tokenizer, messages, sampling, batch_size=self.batch_size,
+            # The prompt cache is keyed by position in the batch: only a whole batch may use it.
+            generated = generate_answers(self.model, self.tokenizer, [messages[n] for n in open_], sampling,
+                                         batch_size=self.batch_size,
                                          prompt_cache=self.prompt_cache if len(open_) == len(obs) else None)
             for n, answer in zip(open_, generated):
                 answers[n] = answer
-        return self._take(answers)
-
-    def _take(self, answers: list[str]) -> Decision:
-        messages = [render_conversation(h, a, variant=self.variant, prompt_format=self.prompt_format)
-                    for h, a in zip(self.histories, self.answers)]
-        actions = np.empty(len(answers), dtype=np.int64)
-        invalid = np.zeros(len(answers), dtype=bool)
+        actions = np.empty(len(obs), dtype=np.int64)
+        invalid = np.zeros(len(obs), dtype=bool)
         self.last_parsed = [parse_answer(answer) for answer in answers]
         for n, answer in enumerate(answers):
             self.answers[n].append(answer)

@@ -123,9 +123,10 @@ def _validation_metadata(validation: dict | None) -> dict:
     kinds={"pytorch", "huggingface"},
     description=(
         "The student refined with TRL GRPO from sft_checkpoint. Rewards come from the real env and grader: "
-        "answer validity, the graded value of the chosen action (restore the prompt's env snapshot, act, let "
-        "the heuristic finish the week) and belief accuracy against the true profile; prompts are states "
-        "visited by the teacher and by the SFT student."
+        "answer validity, the graded value of the answer (restore the prompt's env snapshot, let the frozen SFT "
+        "student say the answer and play the rest of the week, against its week after its own answer) and "
+        "belief accuracy against the true profile; prompts are states visited by the teacher and by the SFT "
+        "student. Gated against the SFT start on held-out training weeks."
     ),
 )
 def grpo_checkpoint(context: dg.AssetExecutionContext, config: GrpoCheckpointConfig, sft_checkpoint: dict,
