@@ -69,6 +69,30 @@ def test_grpo_rewards_vary_within_groups_and_checkpoint_saves(sft_result, short_
     AutoModelForCausalLM.from_pretrained(result["model_dir"])
 
 
+def test_grpo_prompts_come_in_runs_that_share_a_step_so_one_play_scores_them():
+    from rhythm_core.training.grpo import order_by_step
+
+    rows = [{"condition": c, "step": s, "id": i} for i, (c, s) in
+            enumerate([("continuous", s) for s in range(7) for _ in range(3)] + [("ood", 2)] * 2)]
+    ordered = order_by_step(rows, 2, seed=0)
+    assert sorted(r["id"] for r in ordered) == list(range(len(rows)))  # every prompt, once
+    pairs = [ordered[k: k + 2] for k in range(0, len(ordered) - 1, 2)]  # the 23rd prompt comes last, alone
+    shared = sum(a["condition"] == b["condition"] and a["step"] == b["step"] for a, b in pairs)
+    assert shared == 8  # 7 steps of 3 and one of 2: the 7 odd ones out make 3 mixed pairs and a single
+    assert order_by_step(rows, 2, seed=0) == ordered and order_by_step(rows, 2, seed=1) != ordered
+
+
+def test_the_gate_names_grpo_only_when_it_is_ahead_beyond_a_standard_error():
+    from rhythm_core.training.validation import paired_verdict
+
+    rng = np.random.default_rng(0)
+    noise = rng.normal(0, 0.07, 64)  # per-week differences: a standard error of about 0.009
+    for shift, better, worse in ((0.0005, "sft", False), (0.03, "grpo", False), (-0.03, "sft", True)):
+        verdict = paired_verdict(noise - noise.mean() + shift, "grpo", "sft")
+        assert verdict["difference"] == pytest.approx(shift, abs=1e-4)
+        assert (verdict["better"], verdict["worse_beyond_noise"]) == (better, worse), shift
+
+
 def test_action_value_plays_the_students_own_week_and_is_zero_for_its_own_answer(sft_result):
     from rhythm_core.agents.rollout import play_lockstep, rollout
     from rhythm_core.graders import get_grader

@@ -12,7 +12,9 @@ through the student's own later beliefs and actions. Continuations by other play
 Bayesian teacher's values information the student cannot use; both pulled the student down as GRPO
 optimized them harder. This gives a dense per-decision reward at the cost of one short simulation,
 keeps each sequence to one prompt plus one answer, and lets prompts mix states visited by the
-teacher with states the SFT student reaches on its own. After training, the gate
+teacher with states the SFT student reaches on its own; they come in runs that share a step of the
+week (`order_by_step`), so each GRPO step's answers are finished in one lockstep play (the demo's
+GRPO 74 s instead of 89-101 s; benchmarks/README.md, "GRPO's prompt order"). After training, the gate
 (training/validation.py) compares the GRPO student with its SFT start on held-out training weeks.
 
 Rewards (TRL sums them with `reward_weights`, then normalizes within each group):
@@ -223,7 +225,28 @@ def build_prompt_dataset(dataset_dir, variant: str, config: GRPORunConfig, agent
     if agent is not None and config.student_episodes > 0:
         seeds = range(config.student_seeds_start, config.student_seeds_start + config.student_episodes)
         rows += collect_student_states(agent, "continuous", list(seeds))
-    return datasets.Dataset.from_list(rows).shuffle(seed=config.seed)
+    per_step = max(1, config.per_device_train_batch_size // config.num_generations)
+    return datasets.Dataset.from_list(order_by_step(rows, per_step, config.seed))
+
+
+def order_by_step(rows: list[dict], per_step: int, seed: int) -> list[dict]:
+    """`rows` shuffled with `seed` so that each run of `per_step` consecutive prompts shares its
+    (condition, step) where the rows allow it. TRL takes prompts in this order (shuffle_dataset off)
+    and scores one step's completions in one call, so action_value finishes those weeks in one
+    lockstep play instead of one per distinct step."""
+    rng = np.random.default_rng(seed)
+    buckets: dict[tuple, list[dict]] = {}
+    for i in rng.permutation(len(rows)):
+        buckets.setdefault((rows[i]["condition"], rows[i]["step"]), []).append(rows[i])
+    chunks, rest = [], []
+    for bucket in buckets.values():
+        whole = len(bucket) - len(bucket) % per_step
+        chunks += [bucket[k: k + per_step] for k in range(0, whole, per_step)]
+        rest += bucket[whole:]
+    whole = len(rest) - len(rest) % per_step
+    chunks += [rest[k: k + per_step] for k in range(0, whole, per_step)]
+    # a short last chunk stays last: anywhere else it would shift every later run off its step
+    return [row for c in rng.permutation(len(chunks)) for row in chunks[c]] + rest[whole:]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -254,7 +277,7 @@ def run_grpo(config: GRPORunConfig, dataset_dir, init_dir, out_dir, *, on_log: C
         max_completion_length=config.max_completion_length, temperature=config.temperature, beta=config.beta,
         reward_weights=config.reward_weights, logging_steps=config.logging_steps, save_strategy="no",
         report_to=report_to_list(config.report_to), use_cpu=not cuda, bf16=cuda and torch.cuda.is_bf16_supported(),
-        seed=config.seed,
+        seed=config.seed, shuffle_dataset=False,  # build_prompt_dataset ordered the prompts (order_by_step)
         use_vllm=False, disable_tqdm=True,
         gradient_checkpointing=info.get("config", {}).get("base_model", TINY) != TINY,
     )
