@@ -41,21 +41,25 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     parser.add_argument("--windows", default="0,5", help="evaluation windows (rollouts.evaluation_window)")
     parser.add_argument("--max-steps", type=int, default=grpo.GRPORunConfig.max_steps)
+    parser.add_argument("--batch", type=int, default=grpo.GRPORunConfig.per_device_train_batch_size,
+                        help="completions per GRPO step (a multiple of num_generations)")
+    parser.add_argument("--orders", default="by_step,shuffled")
     parser.add_argument("--seeds", default="0", help="GRPO seeds, comma-separated: each variant runs once per seed")
     args = parser.parse_args()
 
     by_step = grpo.order_by_step
     rows = []
     runs = [(name, order, int(seed)) for seed in args.seeds.split(",")
-            for name, order in (("by_step", by_step), ("shuffled", shuffled))]
+            for name, order in (("by_step", by_step), ("shuffled", shuffled)) if name in args.orders.split(",")]
     for name, order, seed in runs:
         grpo.order_by_step = order  # build_prompt_dataset looks it up at call time
         started = time.perf_counter()
-        result = grpo.run_grpo(grpo.GRPORunConfig(max_steps=args.max_steps, report_to="none", seed=seed),
+        result = grpo.run_grpo(grpo.GRPORunConfig(max_steps=args.max_steps, per_device_train_batch_size=args.batch,
+                                                  report_to="none", seed=seed),
                                args.dataset, args.sft, Path(args.out) / f"{name}_seed{seed}")
         wall = time.perf_counter() - started
         gate = result["validation"]
-        row = {"variant": name, "seed": seed, "grpo_s": round(wall, 1), "gate_s": gate["wall_s"],
+        row = {"variant": name, "steps": args.max_steps, "batch": args.batch, "seed": seed, "grpo_s": round(wall, 1), "gate_s": gate["wall_s"],
                "gate": f"{gate['difference']:+.4f} ± {gate['difference_se']:.4f}",
                "mean_kl": round(result["mean_kl"], 4), "zero_std": result["mean_frac_groups_zero_reward_std"]}
         for window in (int(w) for w in args.windows.split(",")):
