@@ -8,7 +8,7 @@ variant's GRPO wall seconds (the gate included), its gate figure and, per evalua
 condition, the paired GRPO - SFT difference (greedy, v3) with its standard error.
 
     python benchmarks/grpo_order.py --dataset RUN/sft_dataset/<v> --sft RUN/sft_checkpoint/<v>/model \
-        --out /tmp/grpo_order [--windows 0,5] [--max-steps 20]
+        --out /tmp/grpo_order [--windows 0,5] [--max-steps 20] [--batch 16] [--orders by_step,shuffled] [--seeds 0,1,2]
 
 RUN is an output folder of `rhythm distill` (or the Dagster storage) with the dataset and the SFT
 checkpoint trained on it.
@@ -52,14 +52,16 @@ def main() -> None:
     runs = [(name, order, int(seed)) for seed in args.seeds.split(",")
             for name, order in (("by_step", by_step), ("shuffled", shuffled)) if name in args.orders.split(",")]
     for name, order, seed in runs:
-        grpo.order_by_step = order  # build_prompt_dataset looks it up at call time
+        # build_prompt_dataset looks order_by_step up at call time; the shuffled order is no product option
+        grpo.order_by_step = order
         started = time.perf_counter()
         result = grpo.run_grpo(grpo.GRPORunConfig(max_steps=args.max_steps, per_device_train_batch_size=args.batch,
                                                   report_to="none", seed=seed),
                                args.dataset, args.sft, Path(args.out) / f"{name}_seed{seed}")
         wall = time.perf_counter() - started
         gate = result["validation"]
-        row = {"variant": name, "steps": args.max_steps, "batch": args.batch, "seed": seed, "grpo_s": round(wall, 1), "gate_s": gate["wall_s"],
+        row = {"variant": name, "steps": args.max_steps, "batch": args.batch, "seed": seed,
+               "grpo_s": round(wall, 1), "gate_s": gate["wall_s"],
                "gate": f"{gate['difference']:+.4f} ± {gate['difference_se']:.4f}",
                "mean_kl": round(result["mean_kl"], 4), "zero_std": result["mean_frac_groups_zero_reward_std"]}
         for window in (int(w) for w in args.windows.split(",")):

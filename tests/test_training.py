@@ -56,12 +56,26 @@ def test_tokenizer_keeps_numbers_and_actions_compact(sft_result):
     assert len(tokenizer(" +0.03 -0.12 +0.00", add_special_tokens=False)["input_ids"]) <= 4
 
 
-def test_grpo_rewards_vary_within_groups_and_checkpoint_saves(sft_result, short_dataset):
+def test_grpo_rewards_vary_within_groups_and_checkpoint_saves(sft_result, short_dataset, monkeypatch):
+    from rhythm_core.training import grpo
     from rhythm_core.training.grpo import GRPORunConfig, run_grpo
 
+    plays, ordered = [], []  # the (condition, step) pairs each action_value call plays from; the prompt order
+    score, order = grpo.student_continuation_scores, grpo.order_by_step
+
+    def recorded(agent, states, *args):
+        plays.append({(s.condition, s.step) for s in states})
+        return score(agent, states, *args)
+
+    monkeypatch.setattr(grpo, "student_continuation_scores", recorded)
+    monkeypatch.setattr(grpo, "order_by_step", lambda *args: ordered.extend(order(*args)) or ordered)
     result = run_grpo(GRPORunConfig(max_steps=3, teacher_prompts=32, student_episodes=1, temperature=0.8),
                       short_dataset / "sft", sft_result[0]["model_dir"], short_dataset / "grpo_out")
     assert result["steps"] == 3
+    # TRL takes the prompts in order_by_step's order, two a step, and each step's prompts mostly share
+    # their step, so one lockstep play scores them (two of 60 shuffled prompts over 28 steps rarely do)
+    assert plays == [{(r["condition"], r["step"]) for r in ordered[k: k + 2]} for k in (0, 2, 4)]
+    assert sum(len(keys) == 1 for keys in plays) >= 2
     assert result["mean_reward_std_within_groups"] > 0
     assert result["student_prompts"] == 28  # one student episode's states joined the teacher's
     from transformers import AutoModelForCausalLM

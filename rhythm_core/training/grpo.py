@@ -234,19 +234,23 @@ def order_by_step(rows: list[dict], per_step: int, seed: int) -> list[dict]:
     (condition, step) where the rows allow it. TRL takes prompts in this order (shuffle_dataset off)
     and scores one step's completions in one call, so action_value finishes those weeks in one
     lockstep play instead of one per distinct step."""
+    def runs(items: list[dict]) -> tuple[list[list[dict]], list[dict]]:  # whole runs, and what is left
+        whole = len(items) - len(items) % per_step
+        return [items[k: k + per_step] for k in range(0, whole, per_step)], items[whole:]
+
     rng = np.random.default_rng(seed)
     buckets: dict[tuple, list[dict]] = {}
     for i in rng.permutation(len(rows)):
         buckets.setdefault((rows[i]["condition"], rows[i]["step"]), []).append(rows[i])
     chunks, rest = [], []
     for bucket in buckets.values():
-        whole = len(bucket) - len(bucket) % per_step
-        chunks += [bucket[k: k + per_step] for k in range(0, whole, per_step)]
-        rest += bucket[whole:]
-    whole = len(rest) - len(rest) % per_step
-    chunks += [rest[k: k + per_step] for k in range(0, whole, per_step)]
-    # a short last chunk stays last: anywhere else it would shift every later run off its step
-    return [row for c in rng.permutation(len(chunks)) for row in chunks[c]] + rest[whole:]
+        whole, left = runs(bucket)
+        chunks += whole
+        rest += left
+    mixed, last = runs(rest)  # the odd ones out, in runs of mixed steps
+    chunks += mixed
+    # a short last run stays last: anywhere else it would shift every later run off its step
+    return [row for c in rng.permutation(len(chunks)) for row in chunks[c]] + last
 
 
 # ---------------------------------------------------------------------------------------------
