@@ -320,3 +320,42 @@ def test_a_pretrained_base_model_skips_the_from_scratch_short_context_phase():
     assert SFTRunConfig(base_model="Qwen/Qwen2.5-3B-Instruct").short_steps == 0
     assert SFTRunConfig(base_model="Qwen/Qwen2.5-3B-Instruct", short_context_steps=50).short_steps == 50
     assert SFTRunConfig(short_context_steps=0).short_steps == 0
+
+
+def test_the_fused_head_projects_only_answer_tokens_on_cpu_with_the_same_loss_and_gradients(monkeypatch):
+    """SFT and GRPO run TRL's fused LM head; on CPU it projects every position unless
+    labelled_positions_only is open. Open, it projects only the labelled ones (the answers: ~28% of a
+    week) and the loss and gradients are the ones projecting everything gives."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+    from trl.trainer import utils as trl_utils
+
+    from rhythm_core.training.fused_head import labelled_positions_only
+
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                         num_attention_heads=2, num_key_value_heads=2))
+    trl_utils.add_fused_lm_head(model, outputs=("log_probs", "entropy", "is_top1"))
+    input_ids = torch.randint(0, 64, (3, 20))
+    labels = torch.full_like(input_ids, -100)
+    labels[:, 12:16] = input_ids[:, 12:16]  # an "answer" of 4 tokens in each row
+    projected = []
+    apply = trl_utils._ChunkedLogProbFunction.apply
+    monkeypatch.setattr(trl_utils._ChunkedLogProbFunction, "apply",
+                        lambda hidden, *args: projected.append(hidden.shape[0]) or apply(hidden, *args))
+
+    def loss_and_grads():
+        model.zero_grad()
+        out = model(input_ids=input_ids, labels=labels, fused_lm_head=True)
+        out.loss.backward()
+        return out.loss.detach(), [p.grad.clone() for p in model.parameters()]
+
+    everything, grads_everything = loss_and_grads()
+    with labelled_positions_only() as active:
+        answers_only, grads_answers_only = loss_and_grads()
+    assert active
+    assert projected == [3 * 19, 3 * 4]  # shifted: 19 positions a row before, the 4 labelled ones now
+    torch.testing.assert_close(answers_only, everything)
+    for a, b in zip(grads_answers_only, grads_everything):
+        torch.testing.assert_close(a, b)
+    assert trl_utils._use_triton(torch.device("cpu")) is False  # closed again: TRL's own choice is back

@@ -42,6 +42,7 @@ from ..graders import get_grader
 from ..protocol import DatasetFormat, parse_answer
 from ..tracking.callback import attach_tracking
 from ..tracking.store import report_to_list
+from .fused_head import labelled_positions_only
 from .generation import SamplingConfig
 from .models import TINY, checkpoint_info, device_name, load_model_and_tokenizer
 from .plots import plot_curves
@@ -290,7 +291,8 @@ def run_grpo(config: GRPORunConfig, dataset_dir, init_dir, out_dir, *, on_log: C
     trainer = GRPOTrainer(model=model, reward_funcs=make_reward_functions(config.grader, follower), args=args,
                           train_dataset=prompts, processing_class=tokenizer, callbacks=[StreamLogs(on_log).callback])
     attach_tracking(trainer)
-    trainer.train()
+    with labelled_positions_only():
+        trainer.train()
     model_dir = out / "model"
     trainer.save_model(str(model_dir))
     tokenizer.save_pretrained(str(model_dir))

@@ -18,6 +18,7 @@ from ..data.sft_dataset import dataset_format
 from ..protocol import system_prompt
 from ..tracking.callback import attach_tracking
 from ..tracking.store import report_to_list
+from .fused_head import labelled_positions_only
 from .generation import SamplingConfig, valid_answer_rate
 from .models import TINY, device_name, load_model_and_tokenizer
 from .plots import plot_curves
@@ -236,7 +237,8 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
         short = trainer_for(model, config.short_steps, config.short_context_length,
                             config.short_context_learning_rate, peft_config, 0)
         started = time.perf_counter()
-        short.train()
+        with labelled_positions_only():
+            short.train()
         clock["train_s"] += time.perf_counter() - started
         short_steps = short.state.global_step
         log_history += [{**e, "phase": "short_context"} for e in short.state.log_history]
@@ -245,11 +247,12 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
     trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
     total = sum(p.numel() for p in trainer.model.parameters())
     started = time.perf_counter()
-    trainer.train()
-    clock["train_s"] += time.perf_counter() - started
+    with labelled_positions_only():
+        trainer.train()
+        clock["train_s"] += time.perf_counter() - started
+        evaluation = trainer.evaluate() if len(validation) else {}
     log_history += [{**e, "step": e["step"] + short_steps} for e in trainer.state.log_history]
     steps_done = short_steps + trainer.state.global_step
-    evaluation = trainer.evaluate() if len(validation) else {}
     on_log({"step": steps_done, **evaluation})
 
     model_dir = out / "model"

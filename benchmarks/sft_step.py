@@ -1,0 +1,82 @@
+"""Seconds per SFT step of the tiny student, TRL's fused LM head projecting every position (its
+default off Triton devices) against only the labelled ones (`labelled_positions_only`, what
+`run_sft` and `run_grpo` do), at the short-context and the whole-week length, alternating.
+
+    python benchmarks/sft_step.py                                  # 1,000 Bayesian-teacher weeks
+    python benchmarks/sft_step.py --dataset /path/to/sft_dataset   # a saved sft_dataset
+
+Each variant trains a fresh copy of the same base model for the same steps on the same batches, so
+the losses must agree; the first repetition includes warm-up. Prints figures; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import tempfile
+import time
+from pathlib import Path
+
+
+def time_steps(base: Path, train, max_length: int, steps: int, answers_only: bool) -> tuple[float, list[float]]:
+    from trl import SFTConfig, SFTTrainer
+
+    from rhythm_core.training.fused_head import labelled_positions_only
+    from rhythm_core.training.models import load_model_and_tokenizer
+
+    model, tokenizer = load_model_and_tokenizer(str(base), for_training=True)
+    args = SFTConfig(output_dir=str(base.parent / "trainer"), max_steps=steps, learning_rate=1e-3,
+                     per_device_train_batch_size=8, max_length=max_length, assistant_only_loss=True,
+                     logging_steps=max(1, steps // 3), eval_strategy="no", save_strategy="no", report_to=[],
+                     use_cpu=True, gradient_checkpointing=False, seed=0, disable_tqdm=True)
+    trainer = SFTTrainer(model=model, args=args, train_dataset=train, processing_class=tokenizer)
+    with labelled_positions_only() if answers_only else contextlib.nullcontext():
+        start = time.perf_counter()
+        trainer.train()
+        seconds = time.perf_counter() - start
+    return seconds / steps, [round(e["loss"], 5) for e in trainer.state.log_history if "loss" in e]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--dataset", help="a saved sft_dataset (default: build one from --weeks teacher weeks)")
+    parser.add_argument("--weeks", type=int, default=1000)
+    parser.add_argument("--short-steps", type=int, default=30)
+    parser.add_argument("--week-steps", type=int, default=12)
+    parser.add_argument("--reps", type=int, default=2)
+    args = parser.parse_args()
+
+    import datasets
+    import torch
+
+    from rhythm_core.data.sft_dataset import build_sft_dataset, save_sft_dataset
+    from rhythm_core.teacher.run import run_teacher
+    from rhythm_core.teacher.settings import TeacherSettings
+    from rhythm_core.teacher.trajectories import read_trajectories
+    from rhythm_core.training.sft import with_system_prompt
+    from rhythm_core.training.tiny import TinyModelConfig, build_tiny_base
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        dataset_dir = args.dataset
+        if dataset_dir is None:
+            run_teacher(TeacherSettings(), "continuous", range(1000, 1000 + args.weeks), tmp / "t.jsonl")
+            save_sft_dataset(build_sft_dataset(read_trajectories(tmp / "t.jsonl").records), tmp / "sft", {})
+            dataset_dir = tmp / "sft"
+        data = datasets.load_from_disk(str(dataset_dir))
+        train = with_system_prompt(data["train"].select_columns(["messages"]), "compact")
+        base = Path(build_tiny_base(data["train"], tmp / "base", TinyModelConfig())["path"])
+        print(f"torch threads {torch.get_num_threads()}; {len(train)} training weeks; batches of 8")
+        print("| rep | length | steps | every position s/step | answers only s/step | ratio | losses agree |")
+        print("|---|---|---|---|---|---|---|")
+        for rep in range(args.reps):
+            for length, steps in ((512, args.short_steps), (4096, args.week_steps)):
+                every, every_losses = time_steps(base, train, length, steps, answers_only=False)
+                answers, answers_losses = time_steps(base, train, length, steps, answers_only=True)
+                agree = all(abs(a - b) < 1e-3 for a, b in zip(every_losses, answers_losses))
+                print(f"| {rep} | {length} | {steps} | {every:.3f} | {answers:.3f} | {answers / every:.2f} | {agree} |",
+                      flush=True)
+
+
+if __name__ == "__main__":
+    main()
