@@ -63,6 +63,48 @@ def test_prompt_cache_reuses_shared_prefixes_without_changing_answers(sft_result
     assert cache.reused_tokens > 0.75 * extended  # the two rows that moved on came mostly from the cache
 
 
+def test_rows_that_share_a_conversation_run_its_prefix_once_with_the_same_answers(sft_result):
+    """GRPO's reward finishes many weeks that share a conversation up to the sampled answer: with
+    nothing cached, their common prefix is run once (share_prefixes) and the answers are those of a
+    plain batched generate."""
+    from rhythm_core.agents import get_agent
+    from rhythm_core.protocol import render_messages
+    from rhythm_core.training.generation import generate_answers
+    from rhythm_core.training.prompt_cache import PromptCache
+
+    agent = LLMPolicyAgent.from_checkpoint(sft_result[0]["model_dir"], sampling=SamplingConfig(max_new_tokens=64))
+    env, heuristic = VectorRhythmEnv("continuous"), get_agent("heuristic")
+    obs, _ = env.reset(np.array([0, 1]))
+    heuristic.reset(env)
+    histories = [[obs.item(n)] for n in range(2)]
+    for _ in range(8):
+        obs, *_ = env.step(heuristic.act(obs).actions)
+        for n in range(2):
+            histories[n].append(obs.item(n))
+    # three rows end after 8 shared steps of week 0 with different last steps (from week 0 and 1), one
+    # is week 1's own, one is week 0 cut short
+    conversations = [render_messages(histories[0][:8] + [histories[k][8]], variant=agent.variant)
+                     for k in (0, 1, 0)] + [render_messages(histories[1], variant=agent.variant),
+                                            render_messages(histories[0][:3], variant=agent.variant)]
+    cache = PromptCache()
+    shared = generate_answers(agent.model, agent.tokenizer, conversations, agent.sampling, prompt_cache=cache)
+    assert shared == generate_answers(agent.model, agent.tokenizer, conversations, agent.sampling)
+    total = cache.computed_tokens + cache.reused_tokens  # every prompt token, run or served
+    assert cache.computed_tokens < 0.8 * total  # week 0's first 8 steps ran once for three rows
+
+
+def test_prefix_groups_run_each_conversation_once_not_just_the_system_prompt():
+    """Four rows share a 70-token system prompt; two pairs share 170 tokens: each pair is a group
+    (saving 340 tokens), not all four on the system prompt (210); an unrelated row stays alone."""
+    from rhythm_core.training.prompt_cache import _prefix_groups
+
+    system = [0] * 70
+    rows = sorted([system + [1] * 100 + [7], system + [1] * 100 + [8], system + [2] * 100 + [7],
+                   system + [2] * 100 + [8], [9] * 5])
+    assert _prefix_groups(rows, 64) == [(170, [0, 1]), (170, [2, 3])]
+    assert _prefix_groups(rows[:2] + [[9] * 5], 200) == []  # shorter than min_tokens: not worth a pass
+
+
 def test_policy_reuses_prompt_prefixes_across_steps_with_identical_play(sft_result):
     sampling = SamplingConfig(max_new_tokens=64)
     cached = LLMPolicyAgent.from_checkpoint(sft_result[0]["model_dir"], sampling=sampling)

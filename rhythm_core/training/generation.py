@@ -54,6 +54,7 @@ def generate_answers(model, tokenizer, conversations: list[list[dict]], sampling
 
 def _generate_reusing_prefixes(model, tokenizer, texts: list[str], keys: list[int], cache: PromptCache, kwargs):
     rows = tokenizer(texts, add_special_tokens=False)["input_ids"]
+    cache.share_prefixes(model, keys, rows)
     layout = cache.plan(keys, rows)
     input_ids, attention_mask = cache.inputs(rows, tokenizer.pad_token_id, layout)
     past = cache.past_key_values(keys, layout, input_ids.shape[1] + kwargs["max_new_tokens"])

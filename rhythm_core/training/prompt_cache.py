@@ -42,6 +42,30 @@ def supports_prompt_cache(model) -> bool:
     return configured in (None, "dynamic") and bool(layers) and all(type(layer) is DynamicLayer for layer in layers)
 
 
+# Shorter shared prefixes (the system prompt every week starts with) are not worth a forward pass.
+SHARED_PREFIX_MIN = 64
+
+
+def _prefix_groups(rows: list[list[int]], min_tokens: int) -> list[tuple[int, list[int]]]:
+    """Groups of `rows` (sorted) to run a shared prefix for once: (prefix length, member indices),
+    chosen to save the most tokens, (members - 1) x prefix, each prefix at least `min_tokens`. Rows
+    sorted by tokens put each group next to each other; a run of rows shares the smallest common
+    prefix of its neighbours, and splitting a run where that prefix is shortest may save more."""
+    common = [_shared_prefix(a, b) for a, b in zip(rows, rows[1:])]
+
+    def best(lo: int, hi: int) -> tuple[int, list[tuple[int, list[int]]]]:  # rows lo..hi inclusive
+        if lo == hi:
+            return 0, []
+        cut = min(range(lo, hi), key=common.__getitem__)
+        together = (hi - lo) * common[cut] if common[cut] >= min_tokens else 0
+        left, right = best(lo, cut), best(cut + 1, hi)
+        if left[0] + right[0] >= together:
+            return left[0] + right[0], left[1] + right[1]
+        return together, [(common[cut], list(range(lo, hi + 1)))]
+
+    return best(0, len(rows) - 1)[1] if rows else []
+
+
 @dataclass
 class Layout:
     """Where each row of one `generate` call sits: its reused prefix is right-aligned in the first
@@ -67,6 +91,26 @@ class PromptCache:
     def reused_fraction(self) -> float:
         """Share of all prompt tokens so far that came from the cache."""
         return self.reused_tokens / max(self.reused_tokens + self.computed_tokens, 1)
+
+    def share_prefixes(self, model, keys: list[int], rows: list[list[int]], min_tokens: int = SHARED_PREFIX_MIN) -> int:
+        """Rows with nothing cached that begin with the same `min_tokens` or more tokens (the weeks
+        GRPO's reward finishes: one prompt's completions, all after the same conversation) get that
+        prefix's states computed once and cached under each of them, instead of once per row by
+        `generate`. Returns the tokens this saved."""
+        import torch
+
+        fresh = sorted((ids, key) for key, ids in zip(keys, rows) if key not in self.ids)
+        saved = 0
+        for shared, members in _prefix_groups([ids for ids, _ in fresh], min_tokens):
+            prefix = fresh[members[0]][0][: min(shared, min(len(fresh[m][0]) for m in members) - 1)]
+            with torch.no_grad():
+                out = model(input_ids=torch.tensor([prefix], device=model.device), use_cache=True)
+            states = [(layer.keys[0], layer.values[0]) for layer in out.past_key_values.layers]
+            for m in members:  # shared, read-only: store() replaces an entry, never writes into it
+                self.ids[fresh[m][1]], self.states[fresh[m][1]] = list(prefix), states
+            self.computed_tokens += len(prefix)  # plan() counts it as reused in every member
+            saved += (len(members) - 1) * len(prefix)
+        return saved
 
     def plan(self, keys: list[int], rows: list[list[int]]) -> Layout:
         """Each row reuses the longest prefix it shares with its conversation's last prompt (at

@@ -69,7 +69,7 @@ def _compute_metadata(result: dict, compute: ComputeResource) -> dict:
 
 @dg.asset(
     group_name="training",
-    code_version="sft-4",  # 3: the recipe (two phases, the tiny model with numeric embeddings and 8 heads); 4: numbers and the text between them as tokenizer chunks
+    code_version="sft-5",  # 3: the recipe (two phases, the tiny model with numeric embeddings and 8 heads); 4: numbers and the text between them as tokenizer chunks; 5: the output layer on labelled positions only (same math, other rounding)
     kinds={"pytorch", "huggingface"},
     description=(
         "The distilled student: TRL SFT on sft_dataset with the loss on the assistant turn only. The default "
@@ -119,7 +119,7 @@ def _validation_metadata(validation: dict | None) -> dict:
 
 @dg.asset(
     group_name="training",
-    code_version="grpo-6",  # 3: the validation gate; 4: lr 1e-5; 5: the SFT student finishes the week (its own continuation), 20 steps of 2 x 8 at 2e-5; 6: prompts in runs of one step, the headline GRPO only when ahead by a standard error
+    code_version="grpo-7",  # 3: the validation gate; 4: lr 1e-5; 5: the SFT student finishes the week (its own continuation), 20 steps of 2 x 8 at 2e-5; 6: prompts in runs of one step, the headline GRPO only when ahead by a standard error; 7: the output layer on completions only
     kinds={"pytorch", "huggingface"},
     description=(
         "The student refined with TRL GRPO from sft_checkpoint. Rewards come from the real env and grader: "
