@@ -123,7 +123,7 @@ class Snapshots:
                     where = root / f"step-{step}"
                     model.save_pretrained(str(where))
                     tokenizer.save_pretrained(str(where))
-                    seconds = round(clock["train_s"] + time.perf_counter() - started["at"], 1)
+                    seconds = round(clock["train_s"] + time.perf_counter() - started["at"], 3)
                     (where / "rhythm_checkpoint.json").write_text(json.dumps(
                         record(snapshot={"step": step, "train_s": seconds}), indent=2, sort_keys=True,
                         default=str) + "\n")
@@ -276,7 +276,7 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
         "final_mean_token_accuracy": history[-1].get("mean_token_accuracy") if history else None,
         "valid_answer_rate_before": valid_before, "valid_answer_rate_after": valid_after,
         **data_format.as_dict(),
-        "train_examples": len(train), "train_s": round(clock["train_s"], 1), "wall_s": round(time.perf_counter() - start, 2),
+        "train_examples": len(train), "train_s": round(clock["train_s"], 3), "wall_s": round(time.perf_counter() - start, 2),
     }
     plot_curves({"train loss": [(e["step"], e["loss"]) for e in history]}, out / "training_loss.png",
                 title=f"SFT of {config.base_model}", ylabel="loss")
