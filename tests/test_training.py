@@ -54,6 +54,16 @@ def test_tokenizer_keeps_numbers_and_actions_compact(sft_result):
     for action in ACTIONS:
         assert len(tokenizer(f" {action}", add_special_tokens=False)["input_ids"]) == 1, action
     assert len(tokenizer(" +0.03 -0.12 +0.00", add_special_tokens=False)["input_ids"]) <= 4
+    # A role header is one token, and no token crosses from it into the answer: the generation prompt
+    # ends where a trained turn's header ends, so the student starts its answer as it learned to.
+    for role in ("user", "assistant"):
+        assert len(tokenizer(f"{role}\n", add_special_tokens=False)["input_ids"]) == 1, role
+    conversation = [{"role": "user", "content": "Now day 1 morning"},
+                    {"role": "assistant", "content": '{"reasoning":"social +0.00","action":"NAP"}'}]
+    trained = tokenizer(tokenizer.apply_chat_template(conversation, tokenize=False), add_special_tokens=False)
+    prompt = tokenizer(tokenizer.apply_chat_template(conversation[:1], tokenize=False, add_generation_prompt=True),
+                       add_special_tokens=False)
+    assert trained["input_ids"][: len(prompt["input_ids"])] == prompt["input_ids"]
 
 
 def test_grpo_rewards_vary_within_groups_and_checkpoint_saves(sft_result, short_dataset, monkeypatch):

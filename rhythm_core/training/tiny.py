@@ -4,7 +4,8 @@ text and a small random-init Llama, so the whole lineage runs on a laptop CPU wi
 The tokenizer splits text into whitespace-led numbers ("␣+0.03", "0.69") and the text between them
 before BPE, so every number the model reads or writes is one token of its own, never fused with the
 JSON around it, while the fixed text between numbers ('","belief":{"social":', "␣cogn") merges into
-few tokens: a week is ~1,500 tokens instead of ~2,100 with words and punctuation kept apart. The chat template
+few tokens, and each role header ("assistant\n") is one token: a week is 1,199 tokens (1,485 with the
+headers spelled out byte by byte, ~2,100 with words and punctuation kept apart). The chat template
 is ChatML with `{% generation %}` around the assistant turn, which TRL's assistant-only loss needs;
 an assistant message with `train: False` (context a student wrote itself, DAgger) renders the same
 text outside the markers, so it carries no loss.
@@ -41,7 +42,11 @@ CHAT_TEMPLATE = (
 # Splitting words from punctuation as well (the chunking before this one) cost 40% more tokens a week
 # for nothing the student used; attention over a whole week is most of a training step's cost, so the
 # shorter week trains ~1.6x faster per step and answers in 13 tokens instead of 28 (benchmarks/README.md).
-_CHUNK = r"""\s?[+-]?\d+(?:\.\d+)?|(?:(?!\s?[+-]?\d)[\s\S])+"""
+# A role header ("assistant\n" after <|im_start|>) is a chunk of its own: the tokenizer learns it as
+# one token (a turn's header was 5-9 byte-level tokens, a fifth of a week), and no merge can cross from
+# the generation prompt into the answer, so a prompt ending in the header tokenizes as in training.
+_ROLE = r"(?:system|user|assistant)\n"
+_CHUNK = _ROLE + r"""|\s?[+-]?\d+(?:\.\d+)?|(?:(?!\s?[+-]?\d|""" + _ROLE + r""")[\s\S])+"""
 
 
 @dataclass(frozen=True)
@@ -164,7 +169,8 @@ def corpus_from_dataset(dataset, limit: int = 2000) -> list[str]:
     dataset, with repeats kept so merge frequencies follow what the model will actually read."""
     step = max(1, len(dataset) // limit)
     rows = dataset.select(range(0, len(dataset), step))
-    return [message["content"] for row in rows for message in row["messages"]]
+    # Each message as the chat template renders it between special tokens: its role header, then its text.
+    return [f"{message['role']}\n{message['content']}" for row in rows for message in row["messages"]]
 
 
 def build_tiny_base(dataset, out_dir, config: TinyModelConfig = TinyModelConfig(), provenance: dict | None = None) -> dict:
