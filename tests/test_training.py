@@ -79,6 +79,8 @@ def test_grpo_rewards_vary_within_groups_and_checkpoint_saves(sft_result, short_
 
     monkeypatch.setattr(grpo, "student_continuation_scores", recorded)
     monkeypatch.setattr(grpo, "order_by_step", lambda *args: ordered.extend(order(*args)) or ordered)
+    built, build = [], grpo.build_prompt_dataset
+    monkeypatch.setattr(grpo, "build_prompt_dataset", lambda *args: built.append(build(*args)) or built[-1])
     result = run_grpo(GRPORunConfig(max_steps=3, teacher_prompts=32, student_episodes=1, temperature=0.8),
                       short_dataset / "sft", sft_result[0]["model_dir"], short_dataset / "grpo_out")
     assert result["steps"] == 3
@@ -87,7 +89,19 @@ def test_grpo_rewards_vary_within_groups_and_checkpoint_saves(sft_result, short_
     assert plays == [{(r["condition"], r["step"]) for r in ordered[k: k + 2]} for k in (0, 2, 4)]
     assert sum(len(keys) == 1 for keys in plays) >= 2
     assert result["mean_reward_std_within_groups"] > 0
-    assert result["student_prompts"] == 28  # one student episode's states joined the teacher's
+    # TRL reads six prompts (3 steps of 2), drawn from the teacher's states and one student episode's
+    assert result["prompts"] == 6 and len(ordered) == 32 + 28
+    # each prompt is the conversation in the chat template, then the SFT student's own reasoning and
+    # belief for that state, so GRPO samples the action alone
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(sft_result[0]["model_dir"])
+    (dataset,) = built
+    for row in dataset:
+        template = tokenizer.apply_chat_template(row["conversation"], tokenize=False, add_generation_prompt=True)
+        assert row["prompt"] == template + row["answer_prefix"]
+        assert row["answer_prefix"] == "" or parse_answer(row["answer_prefix"] + '},"action":"NAP"}').valid
+    assert result["action_only_prompts"] == sum(bool(p) for p in dataset["answer_prefix"])
     from transformers import AutoModelForCausalLM
 
     AutoModelForCausalLM.from_pretrained(result["model_dir"])
@@ -120,7 +134,7 @@ def test_the_gate_names_grpo_only_when_it_is_ahead_beyond_a_standard_error():
 def test_action_value_plays_the_students_own_week_and_is_zero_for_its_own_answer(sft_result):
     from rhythm_core.agents.rollout import play_lockstep, rollout
     from rhythm_core.graders import get_grader
-    from rhythm_core.protocol import fallback_action, format_answer
+    from rhythm_core.protocol import action_prefix, fallback_action, format_answer
     from rhythm_core.training.generation import SamplingConfig
     from rhythm_core.training.grpo import make_reward_functions, student_continuation_scores
     from rhythm_core.training.policy import LLMPolicyAgent
@@ -146,20 +160,31 @@ def test_action_value_plays_the_students_own_week_and_is_zero_for_its_own_answer
     belief = {"social": 0.5, "morning": 0.5, "work": 0.5}
     texts = [answers[0][k]] + [format_answer(a, belief, "") for a in ACTIONS] + ["nonsense"]
     completions = [[{"role": "assistant", "content": t}] for t in texts]
-    validity, action_value, belief_accuracy = make_reward_functions("v3", student)
-    values = action_value(completions, env_state=[state.to_json()] * len(texts), prompts=[prompts[k][0]] * len(texts))
+    validity, action_value = make_reward_functions("v3", student)
+    n = len(texts)
+    context = {"env_state": [state.to_json()] * n, "conversation": [prompts[k][0]] * n}
+    values = action_value(completions, answer_prefix=[""] * n, **context)
     assert values[0] == 0.0  # the SFT student's own answer is its own week
-    weeks = student_continuation_scores(student, [state] * len(texts), [answers[0][:k]] * len(texts), texts, "v3")
+    weeks = student_continuation_scores(student, [state] * n, [answers[0][:k]] * n, texts, "v3")
     assert values == pytest.approx(list(np.clip(10 * (weeks - own[0]), -1, 1)))
     assert len(set(np.round(values[1:-1], 6))) > 2  # actions really differ in what the student's week makes of them
-    assert validity(completions) == [1.0] * (len(texts) - 1) + [0.0]
+    assert validity(completions, answer_prefix=[""] * n) == [1.0] * (n - 1) + [0.0]
     # An unusable answer is played as the safe fallback action it leads to (and states no belief).
     fallback = format_answer(fallback_action(state.observation()), None, "")
-    garbled = action_value([completions[-1], [{"role": "assistant", "content": fallback}]],
-                           env_state=[state.to_json()] * 2, prompts=[prompts[k][0]] * 2)
+    garbled = action_value([completions[-1], [{"role": "assistant", "content": fallback}]], answer_prefix=[""] * 2,
+                           env_state=context["env_state"][:2], conversation=context["conversation"][:2])
     assert garbled[0] == garbled[1]
-    truth = [0.2, 0.7, 0.4]
-    assert belief_accuracy(completions[1:2], true_belief=[truth])[0] == pytest.approx(1 - np.abs(np.array(truth) - 0.5).mean())
+    # GRPO samples the action alone: the rewards score the prompt's prefix (reasoning and belief) plus
+    # the completion, so a prefix with the rest of an answer is worth what the whole answer is.
+    whole = texts[1:-1]
+    prefixes = [action_prefix(t) for t in whole]
+    assert all(prefixes) and all(t.startswith(p) and '"action"' not in p for t, p in zip(whole, prefixes))
+    rests = [[{"role": "assistant", "content": t[len(p):]}] for t, p in zip(whole, prefixes)]
+    m = len(whole)
+    assert action_value(rests, answer_prefix=prefixes, env_state=context["env_state"][:m],
+                        conversation=context["conversation"][:m]) == pytest.approx(values[1:-1])
+    assert validity(rests, answer_prefix=prefixes) == [1.0] * m
+    assert validity(rests[:1], answer_prefix=[""]) == [0.0]  # the rest alone is no answer
 
 
 def test_lora_path_trains_an_adapter_and_reloads_merged(short_dataset, tmp_path):

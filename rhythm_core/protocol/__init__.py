@@ -12,7 +12,7 @@ Modules: `prompts` (the system prompts), `format` (prompt formats, rationale kin
 `from rhythm_core.protocol import parse_answer`.
 """
 
-from .answer import ParsedAnswer, format_answer, parse_answer
+from .answer import ParsedAnswer, action_prefix, format_answer, parse_answer
 from .fallback import fallback_action, fallback_actions
 from .format import (
     CHAT_FORMATS,
@@ -45,6 +45,7 @@ __all__ = [
     "SYSTEM_PROMPT",
     "DatasetFormat",
     "ParsedAnswer",
+    "action_prefix",
     "fallback_action",
     "fallback_actions",
     "format_answer",

@@ -148,6 +148,19 @@ def _parse(text) -> ParsedAnswer:
     return ParsedAnswer(valid=True, action=action, belief=belief, reasoning=reasoning, error=None)
 
 
+def action_prefix(answer: str) -> str:
+    """The part of a valid answer that comes before its action: the text through the last number
+    before the "action" key (the reasoning and the stated belief), or "" when the answer is invalid,
+    states no belief, or names its action first. `prefix + rest` is the whole answer again, so a
+    prompt that ends with the prefix leaves only the action to say (GRPO samples the action alone)."""
+    parsed = parse_answer(answer)
+    if not parsed.valid or parsed.belief is None:
+        return ""
+    key = answer.rfind('"action"')
+    digits = [m.end() for m in re.finditer(r"\d", answer[: max(key, 0)])]
+    return answer[: digits[-1]] if digits else ""
+
+
 def format_answer(action: str, belief, reasoning: str) -> str:
     """The canonical answer: compact JSON, reasoning first (the model explains before it commits),
     beliefs clipped to [0, 1] and rounded to 2 decimals. Raises ValueError on an unknown action or a

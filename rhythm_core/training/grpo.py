@@ -17,11 +17,19 @@ week (`order_by_step`), so each GRPO step's answers are finished in one lockstep
 GRPO 74 s instead of 89-101 s; benchmarks/README.md, "GRPO's prompt order"). After training, the gate
 (training/validation.py) compares the GRPO student with its SFT start on held-out training weeks.
 
+GRPO samples the action alone. Each prompt ends with the frozen SFT student's own greedy reasoning and
+belief for that state (`protocol.action_prefix`), so a completion is the action and the end of the
+answer, and the reward scores the whole answer (that prefix plus the completion). The inference the
+student distilled — its evidence increments and belief — is kept out of GRPO's reach; what GRPO
+refines is which action the student takes given what it believes. Sampling whole answers let GRPO
+rewrite the belief numbers too: rewarded on continuous training weeks, it raised the student's belief
+error on the more extreme OOD and discrete3 profiles and lowered their scores by up to 0.04
+(benchmarks/README.md, "GRPO on the action alone").
+
 Rewards (TRL sums them with `reward_weights`, then normalizes within each group):
-  answer_validity  1 if the answer parses with a legal action, else 0
+  answer_validity  1 if the whole answer parses with a legal action, else 0
   action_value     grade(the SFT student's week after this answer) - grade(its week after its own
                    answer), from the same snapshot (student_continuation_scores), x10, in [-1, 1]
-  belief_accuracy  1 - MAE(stated belief, true belief) (true belief is a dataset column), 0 if none
 """
 
 from __future__ import annotations
@@ -36,14 +44,13 @@ import numpy as np
 
 from ..agents.rollout import play_lockstep
 from ..env import EnvState, VectorRhythmEnv
-from ..env.profiles import sample_factors
-from ..env.spec import BELIEF_DIMS, STEPS_PER_EPISODE, true_belief
+from ..env.spec import BELIEF_DIMS, STEPS_PER_EPISODE
 from ..graders import get_grader
-from ..protocol import DatasetFormat, parse_answer
+from ..protocol import DatasetFormat, action_prefix, parse_answer
 from ..tracking.callback import attach_tracking
 from ..tracking.store import report_to_list
 from .fused_head import labelled_positions_only
-from .generation import SamplingConfig
+from .generation import SamplingConfig, generate_answers
 from .models import TINY, checkpoint_info, device_name, load_model_and_tokenizer
 from .plots import plot_curves
 from .policy import LLMPolicyAgent
@@ -64,10 +71,9 @@ class GRPORunConfig:
     max_completion_length: int = 96
     temperature: float = 1.0
     beta: float = 0.02  # KL to the SFT reference (logged as kl)
-    # No belief reward by default: it scores each step's stated belief against the truth, where the
-    # evidence chain is rough early in the week by design; with it the long preset's GRPO student
-    # lost 0.008 / 0.011 / 0.025 to its SFT start (benchmarks/README.md).
-    reward_weights: list[float] = field(default_factory=lambda: [0.5, 1.0, 0.0])
+    # answer_validity, action_value. (A belief reward lost: with it the long preset's GRPO student lost
+    # 0.008 / 0.011 / 0.025 to its SFT start; and the belief is now the SFT student's own, not sampled.)
+    reward_weights: list[float] = field(default_factory=lambda: [0.5, 1.0])
     grader: str = "v3"
     teacher_prompts: int = 256  # prompts sampled from sft_dataset (teacher-visited states)
     student_episodes: int = 4  # SFT-student episodes played to collect student-visited states
@@ -131,56 +137,54 @@ def _completion_text(completion) -> str:
     return str(completion)
 
 
-def _earlier_answers(prompt) -> list[str]:
-    return [m["content"] for m in prompt if m["role"] == "assistant"] if isinstance(prompt, list) else []
+def _earlier_answers(conversation) -> list[str]:
+    return [m["content"] for m in conversation if m["role"] == "assistant"]
+
+
+REWARD_NAMES = ("answer_validity", "action_value")
 
 
 def make_reward_functions(grader_name: str, student: LLMPolicyAgent):
-    """The three reward functions, named as TRL logs them (rewards/<name>/mean). `student` is the
-    frozen SFT start (greedy) that finishes each week for action_value."""
+    """The reward functions, named as TRL logs them (rewards/<name>/mean). Each sees the whole answer:
+    the prompt's `answer_prefix` (the SFT student's own reasoning and belief) plus the sampled
+    completion. `student` is the frozen SFT start (greedy) that finishes each week for action_value."""
     # (env_state, earlier answers) -> the grade of the student's week from there when it answers itself
     own_week: dict[tuple, float] = {}
 
-    def answer_validity(completions, **kwargs) -> list[float]:
-        return [1.0 if parse_answer(_completion_text(c)).valid else 0.0 for c in completions]
+    def whole(completions, answer_prefix) -> list[str]:
+        return [prefix + _completion_text(c) for c, prefix in zip(completions, answer_prefix)]
 
-    def action_value(completions, env_state, prompts, **kwargs) -> list[float]:
+    def answer_validity(completions, answer_prefix, **kwargs) -> list[float]:
+        return [1.0 if parse_answer(text).valid else 0.0 for text in whole(completions, answer_prefix)]
+
+    def action_value(completions, answer_prefix, env_state, conversation, **kwargs) -> list[float]:
         states = [EnvState.from_json(s) for s in env_state]
-        earlier = [_earlier_answers(p) for p in prompts]
+        earlier = [_earlier_answers(c) for c in conversation]
         keys = [(state, tuple(answers)) for state, answers in zip(env_state, earlier)]
         fresh = {}  # prompts not yet scored with the student's own answer: one extra week each
         for i, key in enumerate(keys):
             if key not in own_week:
                 fresh.setdefault(key, i)
         rows = list(range(len(states))) + list(fresh.values())
-        texts = [_completion_text(c) for c in completions] + [None] * len(fresh)
+        texts = whole(completions, answer_prefix) + [None] * len(fresh)
         scores = student_continuation_scores(student, [states[i] for i in rows], [earlier[i] for i in rows], texts,
                                              grader_name)
         own_week.update(zip(fresh, (float(v) for v in scores[len(states):])))
         diff = scores[: len(states)] - np.array([own_week[key] for key in keys])
         return [float(v) for v in np.clip(10.0 * diff, -1.0, 1.0)]
 
-    def belief_accuracy(completions, true_belief, **kwargs) -> list[float]:
-        out = []
-        for text, truth in zip(completions, true_belief):
-            belief = parse_answer(_completion_text(text)).belief_array()
-            out.append(0.0 if belief is None else float(1.0 - np.abs(belief - np.asarray(truth)).mean()))
-        return out
-
-    return [answer_validity, action_value, belief_accuracy]
+    return [answer_validity, action_value]
 
 
 # ---------------------------------------------------------------------------------------------
 # prompts
 def collect_student_states(agent: LLMPolicyAgent, condition: str, seeds) -> list[dict]:
-    """Play the student in lockstep and keep every step's prompt, env snapshot and true belief."""
+    """Play the student in lockstep and keep every step's prompt and env snapshot."""
     seeds = np.asarray(seeds, dtype=np.int64)
-    beliefs = true_belief(sample_factors(condition, seeds))
     rows = []
     for step in play_lockstep(agent, VectorRhythmEnv(condition), seeds, snapshots=True):
         for i, messages in enumerate(agent.last_messages):
-            rows.append({"prompt": messages, "env_state": step.snapshot.episode(i).to_json(),
-                         "true_belief": [float(b) for b in beliefs[i]], "condition": condition,
+            rows.append({"prompt": messages, "env_state": step.snapshot.episode(i).to_json(), "condition": condition,
                          "seed": int(seeds[i]), "step": step.t, "source": "student"})
     return rows
 
@@ -191,8 +195,8 @@ def _teacher_prompts(teacher, config: GRPORunConfig, data_format: DatasetFormat)
     k-th user turn (the teacher's answers before it), with the env state at that prompt."""
     if not data_format.chat:  # a row is a decision
         teacher = teacher.shuffle(seed=config.seed).select(range(min(config.teacher_prompts, len(teacher))))
-        return [{"prompt": r["messages"][:-1], "env_state": r["env_state"], "true_belief": r["true_belief"],
-                 "condition": r["condition"], "seed": r["seed"], "step": r["step"], "source": "teacher"}
+        return [{"prompt": r["messages"][:-1], "env_state": r["env_state"], "condition": r["condition"],
+                 "seed": r["seed"], "step": r["step"], "source": "teacher"}
                 for r in teacher]
     decisions = [(i, k) for i, steps in enumerate(teacher["steps"]) for k in range(len(steps))]
     order = np.random.default_rng(config.seed).permutation(len(decisions))[: config.teacher_prompts]
@@ -202,16 +206,19 @@ def _teacher_prompts(teacher, config: GRPORunConfig, data_format: DatasetFormat)
             last, r = i, teacher[i]
             user_turns = [n for n, m in enumerate(r["messages"]) if m["role"] == "user"]
         rows.append({"prompt": r["messages"][: user_turns[k] + 1], "env_state": r["env_states"][k],
-                     "true_belief": r["true_belief"], "condition": r["condition"], "seed": r["seed"],
-                     "step": r["steps"][k], "source": "teacher"})
+                     "condition": r["condition"], "seed": r["seed"], "step": r["steps"][k], "source": "teacher"})
     return rows
 
 
-def build_prompt_dataset(dataset_dir, variant: str, config: GRPORunConfig, agent: LLMPolicyAgent | None,
+def build_prompt_dataset(dataset_dir, variant: str, config: GRPORunConfig, agent: LLMPolicyAgent,
                          student_format: DatasetFormat | None = None):
-    """GRPO's prompts: decisions from the dataset (rows laid out in the dataset's recorded format)
-    and, with `agent`, states the SFT student reaches itself. `student_format`, the format the
-    student was trained on, must be the dataset's: the student is prompted the way it learned."""
+    """GRPO's prompts, in the order TRL takes them and as many as `config.max_steps` use: decisions
+    from the dataset (rows laid out in the dataset's recorded format) and states the SFT student
+    `agent` reaches itself. Each prompt is text — the conversation in the student's chat template with
+    the generation prompt, then the student's own greedy reasoning and belief for that state
+    (`answer_prefix`) — so GRPO samples the action alone; `conversation` keeps the messages.
+    `student_format`, the format the student was trained on, must be the dataset's: the student is
+    prompted the way it learned."""
     import datasets
 
     from ..data.sft_dataset import dataset_format
@@ -223,11 +230,28 @@ def build_prompt_dataset(dataset_dir, variant: str, config: GRPORunConfig, agent
                          f"on {student_format.as_dict()}; GRPO needs the dataset its SFT start was trained on")
     teacher = with_system_prompt(data["train"], variant)
     rows = _teacher_prompts(teacher, config, data_format)
-    if agent is not None and config.student_episodes > 0:
+    if config.student_episodes > 0:
         seeds = range(config.student_seeds_start, config.student_seeds_start + config.student_episodes)
         rows += collect_student_states(agent, "continuous", list(seeds))
     per_step = max(1, config.per_device_train_batch_size // config.num_generations)
-    return datasets.Dataset.from_list(order_by_step(rows, per_step, config.seed))
+    rows = order_by_step(rows, per_step, config.seed)[: config.max_steps * per_step]  # TRL reads no further
+    conversations = [row.pop("prompt") for row in rows]
+    own = generate_answers(agent.model, agent.tokenizer, conversations, agent.sampling)
+    for row, conversation, answer in zip(rows, conversations, own):
+        row["answer_prefix"] = action_prefix(answer)
+        row["conversation"] = conversation
+        row["prompt"] = _prompt_text(agent.tokenizer, conversation) + row["answer_prefix"]
+    return datasets.Dataset.from_list(rows)
+
+
+def _prompt_text(tokenizer, conversation: list[dict]) -> str:
+    """The conversation as the chat template renders it for the next answer, as text that TRL's
+    tokenizer call turns into exactly those tokens (a BOS the tokenizer adds itself is not doubled)."""
+    text = tokenizer.apply_chat_template(conversation, tokenize=False, add_generation_prompt=True)
+    bos = tokenizer.bos_token
+    if bos and text.startswith(bos) and tokenizer("", add_special_tokens=True)["input_ids"][:1] == [tokenizer.bos_token_id]:
+        text = text[len(bos):]
+    return text
 
 
 def order_by_step(rows: list[dict], per_step: int, seed: int) -> list[dict]:
@@ -270,10 +294,11 @@ def run_grpo(config: GRPORunConfig, dataset_dir, init_dir, out_dir, *, on_log: C
     data_format = DatasetFormat.from_info(info)  # what SFT recorded from the dataset
     prompt_format = data_format.prompt_format
     is_adapter = (Path(init_dir) / "adapter_config.json").exists()
+    # The frozen SFT start (greedy): it plays the student's states, writes each prompt's reasoning and
+    # belief, and finishes every scored answer's week for action_value.
     student = LLMPolicyAgent.from_checkpoint(init_dir, sampling=SamplingConfig(max_new_tokens=config.max_completion_length,
                                                                                 temperature=0.0))
     prompts = build_prompt_dataset(dataset_dir, variant, config, student, data_format)  # refuses another format
-    del student
     model, tokenizer = load_model_and_tokenizer(str(init_dir), for_training=True)
     cuda = torch.cuda.is_available()
     args = GRPOConfig(
@@ -286,9 +311,7 @@ def run_grpo(config: GRPORunConfig, dataset_dir, init_dir, out_dir, *, on_log: C
         use_vllm=False, disable_tqdm=True,
         gradient_checkpointing=info.get("config", {}).get("base_model", TINY) != TINY,
     )
-    follower = LLMPolicyAgent.from_checkpoint(init_dir, sampling=SamplingConfig(  # finishes weeks for action_value
-        max_new_tokens=config.max_completion_length, temperature=0.0))
-    trainer = GRPOTrainer(model=model, reward_funcs=make_reward_functions(config.grader, follower), args=args,
+    trainer = GRPOTrainer(model=model, reward_funcs=make_reward_functions(config.grader, student), args=args,
                           train_dataset=prompts, processing_class=tokenizer, callbacks=[StreamLogs(on_log).callback])
     attach_tracking(trainer)
     with labelled_positions_only():
@@ -298,7 +321,7 @@ def run_grpo(config: GRPORunConfig, dataset_dir, init_dir, out_dir, *, on_log: C
     tokenizer.save_pretrained(str(model_dir))
 
     history = [e for e in trainer.state.log_history if "reward" in e]
-    names = ["answer_validity", "action_value", "belief_accuracy"]
+    names = list(REWARD_NAMES)
     curves = {name: [(e["step"], e[f"rewards/{name}/mean"]) for e in history if f"rewards/{name}/mean" in e]
               for name in names}
     curves["total"] = [(e["step"], e["reward"]) for e in history]
@@ -314,6 +337,9 @@ def run_grpo(config: GRPORunConfig, dataset_dir, init_dir, out_dir, *, on_log: C
     metrics = {
         "device": device_name(), "steps": trainer.state.global_step, "prompts": len(prompts),
         "student_prompts": int(sum(1 for s in prompts["source"] if s == "student")),
+        # prompts ending in the student's own reasoning and belief (GRPO samples the action alone);
+        # the rest (the student's greedy answer there stated no belief) sample the whole answer
+        "action_only_prompts": int(sum(1 for p in prompts["answer_prefix"] if p)),
         "first_reward": curves["total"][0][1] if curves["total"] else None, "final_reward": last("total"),
         **{f"final_{name}": last(name) for name in names},
         "final_kl": kl[-1][1] if kl else None,

@@ -144,7 +144,7 @@ def _to_prompt_completion(ds):
         out = {"prompt": [], "completion": []}
         for messages in batch["messages"]:
             for k, message in enumerate(messages):
-                if message["role"] == "assistant" and message.get("train") is not False:  # not the student's own
+                if message["role"] == "assistant":
                     out["prompt"].append([{"role": m["role"], "content": m["content"]} for m in messages[:k]])
                     out["completion"].append([{"role": "assistant", "content": message["content"]}])
         return out

@@ -6,9 +6,7 @@ before BPE, so every number the model reads or writes is one token of its own, n
 JSON around it, while the fixed text between numbers ('","belief":{"social":', "␣cogn") merges into
 few tokens, and each role header ("assistant\n") is one token: a week is 1,199 tokens (1,485 with the
 headers spelled out byte by byte, ~2,100 with words and punctuation kept apart). The chat template
-is ChatML with `{% generation %}` around the assistant turn, which TRL's assistant-only loss needs;
-an assistant message with `train: False` (context a student wrote itself, DAgger) renders the same
-text outside the markers, so it carries no loss.
+is ChatML with `{% generation %}` around the assistant turn, which TRL's assistant-only loss needs.
 LlamaConfig, not Qwen2Config: AutoTokenizer on a Qwen2 directory silently swaps in Qwen2Tokenizer,
 whose pre-tokenizer no longer matches the trained one.
 """
@@ -27,7 +25,7 @@ BOS, EOS, PAD, IM_START = "<|endoftext|>", "<|im_end|>", "<|pad|>", "<|im_start|
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|pad|>"]
 CHAT_TEMPLATE = (
     "{% for message in messages %}"
-    "{% if message['role'] == 'assistant' and message.get('train') is not false %}"
+    "{% if message['role'] == 'assistant' %}"
     "{{ '<|im_start|>assistant\\n' }}{% generation %}{{ message['content'] + '<|im_end|>' }}{% endgeneration %}{{ '\\n' }}"
     "{% else %}"
     "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"

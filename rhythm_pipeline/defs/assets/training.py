@@ -119,14 +119,15 @@ def _validation_metadata(validation: dict | None) -> dict:
 
 @dg.asset(
     group_name="training",
-    code_version="grpo-7",  # 3: the validation gate; 4: lr 1e-5; 5: the SFT student finishes the week (its own continuation), 20 steps of 2 x 8 at 2e-5; 6: prompts in runs of one step, the headline GRPO only when ahead by a standard error; 7: the output layer on completions only
+    code_version="grpo-8",  # 3: the validation gate; 4: lr 1e-5; 5: the SFT student finishes the week (its own continuation), 20 steps of 2 x 8 at 2e-5; 6: prompts in runs of one step, the headline GRPO only when ahead by a standard error; 7: the output layer on completions only; 8: the action alone is sampled
     kinds={"pytorch", "huggingface"},
     description=(
-        "The student refined with TRL GRPO from sft_checkpoint. Rewards come from the real env and grader: "
-        "answer validity, the graded value of the answer (restore the prompt's env snapshot, let the frozen SFT "
-        "student say the answer and play the rest of the week, against its week after its own answer) and "
-        "belief accuracy against the true profile; prompts are states visited by the teacher and by the SFT "
-        "student. Gated against the SFT start on held-out training weeks."
+        "The student refined with TRL GRPO from sft_checkpoint. Each prompt ends with the SFT student's own "
+        "reasoning and belief for that state, so GRPO samples the action alone: the distilled inference is kept, "
+        "the choice of action refined. Rewards come from the real env and grader: answer validity and the graded "
+        "value of the answer (restore the prompt's env snapshot, let the frozen SFT student say the answer and play "
+        "the rest of the week, against its week after its own answer); prompts are states visited by the teacher "
+        "and by the SFT student. Gated against the SFT start on held-out training weeks."
     ),
 )
 def grpo_checkpoint(context: dg.AssetExecutionContext, config: GrpoCheckpointConfig, sft_checkpoint: dict,
@@ -144,11 +145,11 @@ def grpo_checkpoint(context: dg.AssetExecutionContext, config: GrpoCheckpointCon
         "kl_curve": png_metadata(result["kl_plot"], "KL"),
         "steps": result["steps"], "prompts": result["prompts"], "student_prompts": result["student_prompts"],
         "first_reward": result["first_reward"], "final_reward": result["final_reward"],
+        "action_only_prompts": result["action_only_prompts"],
         "final_answer_validity": result["final_answer_validity"], "final_action_value": result["final_action_value"],
-        "final_belief_accuracy": result["final_belief_accuracy"], "final_kl": result["final_kl"],
-        "mean_reward_std_within_groups": result["mean_reward_std_within_groups"],
+        "final_kl": result["final_kl"], "mean_reward_std_within_groups": result["mean_reward_std_within_groups"],
         **{key: result[key] for key in ("mean_frac_groups_zero_reward_std", "mean_kl", "mean_answer_validity",
-                                        "mean_action_value", "mean_belief_accuracy") if result.get(key) is not None},
+                                        "mean_action_value") if result.get(key) is not None},
         **_validation_metadata(result.get("validation")),
         "device": result["device"], "wall_s": result["wall_s"], "reward_grader": config.reward_grader,
         "base_model": sft_checkpoint.get("base_model"), **_compute_metadata(result, compute), **tracked,
