@@ -297,6 +297,14 @@ def test_render_mentions_the_current_state(full_history):
     assert "No steps taken yet." in render_user_prompt(full_history[:1])
 
 
+def test_rendering_a_week_step_by_step_with_kept_rows_gives_the_same_prompts(full_history):
+    rows: list[str] = []  # what the Bayesian teacher keeps per episode, so a week renders in linear time
+    for cut in range(1, len(full_history) + 1):
+        assert render_user_prompt(full_history[:cut], rows) == render_user_prompt(full_history[:cut])
+    assert len(rows) == len(full_history) - 1
+    assert "-0.00" not in render_user_prompt(full_history)  # a value that rounds to zero reads +0.00
+
+
 def test_render_is_compact_for_a_full_week(full_history):
     assert len(full_history) == STEPS_PER_EPISODE  # the last decision: day 7, night
     assert (full_history[-1].day, full_history[-1].slot) == (7, "night")

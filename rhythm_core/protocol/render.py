@@ -12,8 +12,8 @@ _METER_HEADER = " ".join(m[:4] for m in METERS)  # "vita cogn prog sere conn"
 
 
 def _signed(values) -> str:
-    # Rounding first and adding 0.0 turns -0.001 into "+0.00" rather than "-0.00".
-    return " ".join(f"{round(float(v), 2) + 0.0:+.2f}" for v in values)
+    # Formatting rounds as round(v, 2) does; a value that rounds to zero reads "+0.00", never "-0.00".
+    return " ".join(text if text != "-0.00" else "+0.00" for text in map("{:+.2f}".format, values))
 
 
 def _plain(values) -> str:
@@ -37,19 +37,23 @@ def _check_history(history, actions_taken) -> None:
             raise ValueError(f"actions_taken {given} disagree with the history's actions {recorded}")
 
 
-def render_user_prompt(history) -> str:
+def render_user_prompt(history, rows: list[str] | None = None) -> str:
     """The user message for the decision at history[-1]: the week so far as a table, then the state now.
 
     `history` is the list of observations from the reset observation up to the current one. Row i
     shows the action taken in the slot of history[i - 1] and its effect, read from history[i].
+    `rows`, kept by a caller that renders every step of one week, holds the rows earlier calls
+    rendered and is extended in place, so the week's prompts cost linear time, not quadratic.
     """
     _check_history(history, None)
     start = history[0]
     lines = [f"Start of the week, meters ({_METER_HEADER}): {_plain(start.meters)}"]
     if len(history) > 1:
+        rows = [] if rows is None else rows
+        rows.extend(_history_row(history[k - 1], history[k]) for k in range(len(rows) + 1, len(history)))
         lines.append(f"History (delta and anomaly per meter: {_METER_HEADER}):")
         lines.append("day slot      action       | delta                         | anomaly")
-        lines.extend(_history_row(before, after) for before, after in zip(history, history[1:]))
+        lines.extend(rows[: len(history) - 1])
     else:
         lines.append("No steps taken yet.")
     lines.append(_now_line(history[-1]))

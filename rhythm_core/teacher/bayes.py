@@ -18,12 +18,14 @@ from .records import episode_record, step_record, teacher_protocol
 from .settings import TeacherSettings
 
 
-def _bayes_step_record(t: int, history, decision, i: int, action: str, invalid: bool, meters_after) -> dict:
+def _bayes_step_record(t: int, history, rows: list[str], decision, i: int, action: str, invalid: bool,
+                       meters_after) -> dict:
     """Step t's record of episode i with the Bayesian teacher's answer (`decision`, its `act` at
-    history[-1]) as the answer; `action` and `invalid` are what was executed."""
+    history[-1]) as the answer; `action` and `invalid` are what was executed. `rows` holds the
+    episode's rendered history rows (render_user_prompt extends it)."""
     belief = belief_to_dict(np.round(decision.beliefs[i], 2))
     raw = format_answer(ACTIONS[decision.actions[i]], belief, decision.reasoning[i])
-    return step_record(t, history[-1], render_user_prompt(history), raw, parse_answer(raw), action, invalid, 1,
+    return step_record(t, history[-1], render_user_prompt(history, rows), raw, parse_answer(raw), action, invalid, 1,
                        meters_after, zero_usage())
 
 
@@ -32,6 +34,7 @@ def bayes_records(settings: TeacherSettings, condition: str, seeds: np.ndarray, 
     env = VectorRhythmEnv(condition)
     n = len(seeds)
     histories: list[list] = [[] for _ in range(n)]
+    rows: list[list[str]] = [[] for _ in range(n)]
     steps: list[list[dict]] = [[] for _ in range(n)]
     beliefs: list[list[dict]] = [[] for _ in range(n)]
     for step in play_lockstep(BayesAgent(explain=True), env, seeds):
@@ -39,8 +42,8 @@ def bayes_records(settings: TeacherSettings, condition: str, seeds: np.ndarray, 
         invalid = decision.invalid if decision.invalid is not None else np.zeros(n, dtype=bool)
         for i in range(n):
             histories[i].append(step.obs.item(i))
-            steps[i].append(_bayes_step_record(step.t, histories[i], decision, i, ACTIONS[decision.actions[i]],
-                                               bool(invalid[i]), step.next_obs.meters[i]))
+            steps[i].append(_bayes_step_record(step.t, histories[i], rows[i], decision, i,
+                                               ACTIONS[decision.actions[i]], bool(invalid[i]), step.next_obs.meters[i]))
             beliefs[i].append(steps[i][-1]["parsed"]["belief"])
     return [
         episode_record(settings.describe(), condition, seeds[i], steps[i], env.meters_history[i], beliefs[i],
