@@ -161,16 +161,23 @@ def make_reward_functions(grader_name: str, student: LLMPolicyAgent):
         states = [EnvState.from_json(s) for s in env_state]
         earlier = [_earlier_answers(c) for c in conversation]
         keys = [(state, tuple(answers)) for state, answers in zip(env_state, earlier)]
+        answers = whole(completions, answer_prefix)
+        # The week after an answer depends only on the state and the answer (the student finishes it
+        # greedily), and a group's sampled actions repeat, so each distinct answer is played once.
+        distinct: dict[tuple, int] = {}
+        for i, (key, text) in enumerate(zip(keys, answers)):
+            distinct.setdefault((key, text), i)
         fresh = {}  # prompts not yet scored with the student's own answer: one extra week each
         for i, key in enumerate(keys):
             if key not in own_week:
                 fresh.setdefault(key, i)
-        rows = list(range(len(states))) + list(fresh.values())
-        texts = whole(completions, answer_prefix) + [None] * len(fresh)
+        rows = list(distinct.values()) + list(fresh.values())
+        texts = [answers[i] for i in distinct.values()] + [None] * len(fresh)
         scores = student_continuation_scores(student, [states[i] for i in rows], [earlier[i] for i in rows], texts,
                                              grader_name)
-        own_week.update(zip(fresh, (float(v) for v in scores[len(states):])))
-        diff = scores[: len(states)] - np.array([own_week[key] for key in keys])
+        own_week.update(zip(fresh, (float(v) for v in scores[len(distinct):])))
+        week = dict(zip(distinct, (float(v) for v in scores[: len(distinct)])))
+        diff = np.array([week[key, text] - own_week[key] for key, text in zip(keys, answers)])
         return [float(v) for v in np.clip(10.0 * diff, -1.0, 1.0)]
 
     return [answer_validity, action_value]
