@@ -47,6 +47,24 @@ def test_sft_checkpoint_reloads_and_answers_in_protocol_format(sft_result, short
     assert info["prompt_variant"] == "compact" and info["stage"] == "sft"
 
 
+def test_sft_tokenizes_weeks_once_exactly_as_trl_prepares_them(sft_result, short_dataset, tmp_path):
+    import datasets
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import SFTConfig, SFTTrainer
+
+    from rhythm_core.training.sft import tokenized_weeks, with_system_prompt
+
+    tokenizer = AutoTokenizer.from_pretrained(sft_result[0]["model_dir"])
+    rows = datasets.load_from_disk(str(short_dataset / "sft"))["train"].select(range(6)).select_columns(["messages"])
+    rows = with_system_prompt(rows, "compact")
+    trl = SFTTrainer(model=AutoModelForCausalLM.from_pretrained(sft_result[0]["model_dir"]), train_dataset=rows,
+                     args=SFTConfig(output_dir=str(tmp_path), assistant_only_loss=True, max_length=4096, report_to=[],
+                                    use_cpu=True), processing_class=tokenizer).train_dataset
+    ours = tokenized_weeks(rows, tokenizer)
+    assert ours["input_ids"] == trl["input_ids"] and ours["labels"] == trl["labels"]
+    assert all(0 < sum(label != -100 for label in labels) < len(labels) for labels in ours["labels"])
+
+
 def test_tokenizer_keeps_numbers_and_actions_compact(sft_result):
     from transformers import AutoTokenizer
 

@@ -152,6 +152,20 @@ def _to_prompt_completion(ds):
     return ds.map(split, batched=True, remove_columns=ds.column_names)
 
 
+def tokenized_weeks(ds, tokenizer):
+    """Whole conversations as TRL's SFT preparation makes them for a template with generation markers:
+    `input_ids`, and `labels` that keep the assistant turns' tokens only (-100 elsewhere). Both phases
+    get them tokenized once; each trainer then only truncates to its `max_length`."""
+
+    def tokenize(row):
+        out = tokenizer.apply_chat_template(row["messages"], tokenize=True, return_dict=True,
+                                            return_assistant_tokens_mask=True)
+        ids = out["input_ids"]
+        return {"input_ids": ids, "labels": [t if m else -100 for t, m in zip(ids, out["assistant_masks"])]}
+
+    return ds.map(tokenize, remove_columns=ds.column_names)
+
+
 def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dict], None] | None = None,
             provenance: dict | None = None) -> dict:
     """Train on `dataset_dir` (a saved sft_dataset) into `out_dir`; returns metrics and paths.
@@ -182,7 +196,9 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
     else:
         base_path = config.base_model
     model, tokenizer = load_model_and_tokenizer(base_path, for_training=True)
-    if not _has_generation_markers(tokenizer):
+    if _has_generation_markers(tokenizer):
+        train, validation = tokenized_weeks(train, tokenizer), tokenized_weeks(validation, tokenizer)
+    else:
         train, validation = _to_prompt_completion(train), _to_prompt_completion(validation)
     conversations = [row["messages"][:-1] for row in data["validation"].select(range(min(16, len(data["validation"]))))]
     # The teacher's answers bound how long a valid answer is; twice the longest is room enough and
@@ -212,7 +228,8 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
             per_device_train_batch_size=config.per_device_train_batch_size,
             per_device_eval_batch_size=config.per_device_train_batch_size,
             gradient_accumulation_steps=config.gradient_accumulation_steps, max_length=max_length,
-            assistant_only_loss=_has_generation_markers(tokenizer), logging_steps=config.logging_steps,
+            # The loss is on the answers either way: tokenized_weeks' labels, or TRL's completion mask.
+            assistant_only_loss=False, logging_steps=config.logging_steps,
             eval_strategy="no", save_strategy="no", report_to=report_to_list(config.report_to), use_cpu=not cuda,
             bf16=cuda and torch.cuda.is_bf16_supported(), seed=config.seed, data_seed=config.seed,
             lr_scheduler_type="cosine", warmup_steps=max(1, max_steps // 20) if max_steps > 0 else 0,
