@@ -21,20 +21,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+from students_on_windows import play  # benchmarks/ is the script's own folder
 
 TUNING_SEEDS = "9500-9699"
-
-
-def play(model_dir: str, condition: str, seeds: list[int]) -> tuple[np.ndarray, float]:
-    """Per-week v3 scores and the mean final belief MAE of a checkpoint playing greedily."""
-    from rhythm_core.agents.rollout import rollout
-    from rhythm_core.graders import get_grader
-    from rhythm_core.training.generation import SamplingConfig
-    from rhythm_core.training.policy import LLMPolicyAgent
-
-    agent = LLMPolicyAgent.from_checkpoint(model_dir, sampling=SamplingConfig(temperature=0.0))
-    episodes = rollout(agent, condition, seeds)
-    return get_grader("v3").grade_batch(episodes)[0], float(np.nanmean(episodes.belief_mae()))
 
 
 def paired(grpo_dir: str, sft_dir: str, condition: str, seeds: list[int], cache: dict) -> str:
