@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from report import print_markdown  # benchmarks/ is the script's own folder
 
 from rhythm_core.env.conditions import parse_seeds
 from rhythm_core.evaluation.rollouts import evaluation_window
@@ -72,11 +73,7 @@ def main() -> None:
         print(json.dumps(row), flush=True)
         rows.append(row)
     grpo.order_by_step = by_step
-    columns = list(rows[0])
-    print("| " + " | ".join(columns) + " |")
-    print("|" + "---|" * len(columns))
-    for row in rows:
-        print("| " + " | ".join(str(row[c]) for c in columns) + " |")
+    print_markdown(rows)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-from students_on_windows import play  # benchmarks/ is the script's own folder
+from report import print_markdown  # benchmarks/ is the script's own folder
+from students_on_windows import play
 
 TUNING_SEEDS = "9500-9699"
 
@@ -82,11 +83,7 @@ def main() -> None:
                                                            parse_seeds(spec), cache)
             print(json.dumps(row), flush=True)
             rows.append(row)
-    columns = list(rows[0])
-    print("| " + " | ".join(columns) + " |")
-    print("|" + "---|" * len(columns))
-    for row in rows:
-        print("| " + " | ".join(str(row[c]) for c in columns) + " |")
+    print_markdown(rows)
 
 
 if __name__ == "__main__":

@@ -119,7 +119,7 @@ def test_grpo_rewards_vary_within_groups_and_checkpoint_saves(sft_result, short_
         template = tokenizer.apply_chat_template(row["conversation"], tokenize=False, add_generation_prompt=True)
         assert row["prompt"] == template + row["answer_prefix"]
         assert row["answer_prefix"] == "" or parse_answer(row["answer_prefix"] + '},"action":"NAP"}').valid
-    assert result["action_only_prompts"] == sum(bool(p) for p in dataset["answer_prefix"])
+    assert result["action_only_prompts"] == sum(bool(p) for p in dataset["answer_prefix"]) > 0
     from transformers import AutoModelForCausalLM
 
     AutoModelForCausalLM.from_pretrained(result["model_dir"])
@@ -136,6 +136,33 @@ def test_grpo_prompts_come_in_runs_that_share_a_step_so_one_play_scores_them():
     shared = sum(a["condition"] == b["condition"] and a["step"] == b["step"] for a, b in pairs)
     assert shared == 8  # 7 steps of 3 and one of 2: the 7 odd ones out make 3 mixed pairs and a single
     assert order_by_step(rows, 2, seed=0) == ordered and order_by_step(rows, 2, seed=1) != ordered
+
+
+def test_grpo_prompt_text_tokenizes_to_exactly_the_chat_templates_tokens(sft_result):
+    """TRL tokenizes a text prompt with the tokenizer's special tokens; the text must give the chat
+    template's tokens, with a BOS the template writes and the tokenizer adds written once."""
+    import copy
+
+    from tokenizers.processors import TemplateProcessing
+    from transformers import AutoTokenizer
+
+    from rhythm_core.training.grpo import prompt_texts
+
+    tiny = AutoTokenizer.from_pretrained(sft_result[0]["model_dir"])
+    with_bos = copy.deepcopy(tiny)  # a Llama-style tokenizer: its template and its tokenizer both add BOS
+    with_bos.chat_template = "{{ bos_token }}" + tiny.chat_template
+    with_bos.backend_tokenizer.post_processor = TemplateProcessing(
+        single=f"{tiny.bos_token} $A", special_tokens=[(tiny.bos_token, tiny.bos_token_id)])
+    conversations = [[{"role": "system", "content": "Help the person."}, {"role": "user", "content": "Start 0.50"}],
+                     [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
+                      {"role": "user", "content": "c"}]]
+    for tokenizer in (tiny, with_bos):
+        for conversation, text in zip(conversations, prompt_texts(tokenizer, conversations)):
+            template = tokenizer.apply_chat_template(conversation, tokenize=True, add_generation_prompt=True,
+                                                     return_dict=True)["input_ids"]
+            assert tokenizer(text)["input_ids"] == template
+    assert with_bos.apply_chat_template(conversations[0], tokenize=True, add_generation_prompt=True,
+                                        return_dict=True)["input_ids"][:2].count(tiny.bos_token_id) == 1
 
 
 def test_the_gate_names_grpo_only_when_it_is_ahead_beyond_a_standard_error():

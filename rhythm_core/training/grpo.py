@@ -158,7 +158,6 @@ def make_reward_functions(grader_name: str, student: LLMPolicyAgent):
         return [1.0 if parse_answer(text).valid else 0.0 for text in whole(completions, answer_prefix)]
 
     def action_value(completions, answer_prefix, env_state, conversation, **kwargs) -> list[float]:
-        states = [EnvState.from_json(s) for s in env_state]
         earlier = [_earlier_answers(c) for c in conversation]
         keys = [(state, tuple(answers)) for state, answers in zip(env_state, earlier)]
         answers = whole(completions, answer_prefix)
@@ -173,8 +172,8 @@ def make_reward_functions(grader_name: str, student: LLMPolicyAgent):
                 fresh.setdefault(key, i)
         rows = list(distinct.values()) + list(fresh.values())
         texts = [answers[i] for i in distinct.values()] + [None] * len(fresh)
-        scores = student_continuation_scores(student, [states[i] for i in rows], [earlier[i] for i in rows], texts,
-                                             grader_name)
+        scores = student_continuation_scores(student, [EnvState.from_json(env_state[i]) for i in rows],
+                                             [earlier[i] for i in rows], texts, grader_name)
         own_week.update(zip(fresh, (float(v) for v in scores[len(distinct):])))
         week = dict(zip(distinct, (float(v) for v in scores[: len(distinct)])))
         diff = np.array([week[key, text] - own_week[key] for key, text in zip(keys, answers)])
@@ -244,21 +243,23 @@ def build_prompt_dataset(dataset_dir, variant: str, config: GRPORunConfig, agent
     rows = order_by_step(rows, per_step, config.seed)[: config.max_steps * per_step]  # TRL reads no further
     conversations = [row.pop("prompt") for row in rows]
     own = generate_answers(agent.model, agent.tokenizer, conversations, agent.sampling)
-    for row, conversation, answer in zip(rows, conversations, own):
+    texts = prompt_texts(agent.tokenizer, conversations)
+    for row, conversation, text, answer in zip(rows, conversations, texts, own):
         row["answer_prefix"] = action_prefix(answer)
         row["conversation"] = conversation
-        row["prompt"] = _prompt_text(agent.tokenizer, conversation) + row["answer_prefix"]
+        row["prompt"] = text + row["answer_prefix"]
     return datasets.Dataset.from_list(rows)
 
 
-def _prompt_text(tokenizer, conversation: list[dict]) -> str:
-    """The conversation as the chat template renders it for the next answer, as text that TRL's
-    tokenizer call turns into exactly those tokens (a BOS the tokenizer adds itself is not doubled)."""
-    text = tokenizer.apply_chat_template(conversation, tokenize=False, add_generation_prompt=True)
-    bos = tokenizer.bos_token
-    if bos and text.startswith(bos) and tokenizer("", add_special_tokens=True)["input_ids"][:1] == [tokenizer.bos_token_id]:
-        text = text[len(bos):]
-    return text
+def prompt_texts(tokenizer, conversations: list[list[dict]]) -> list[str]:
+    """Each conversation as the chat template renders it for the next answer, as text that TRL's
+    tokenizer call (special tokens added) turns into exactly those tokens: a BOS that the template
+    writes and the tokenizer adds itself is written once."""
+    adds_bos = tokenizer.bos_token is not None and tokenizer("")["input_ids"][:1] == [tokenizer.bos_token_id]
+    texts = [tokenizer.apply_chat_template(c, tokenize=False, add_generation_prompt=True) for c in conversations]
+    if adds_bos:
+        texts = [t.removeprefix(tokenizer.bos_token) for t in texts]
+    return texts
 
 
 def order_by_step(rows: list[dict], per_step: int, seed: int) -> list[dict]:
