@@ -1,5 +1,5 @@
 """Train one SFT variant and score it on held-out continuous *training* seeds (a tuning set: never
-evaluation seeds, never the teacher's seeds 1000-2999 nor GRPO's student seeds 9000-9015).
+evaluation seeds, never the teacher's seeds 1000-3999 nor GRPO's student seeds 9000-9015).
 
     python benchmarks/sft_tuning_seeds.py --dataset RUN/sft_dataset/<v> --out /tmp/t/s0 --sft '{"seed": 0}' [--threads 1]
 

@@ -1,5 +1,5 @@
 """Jobs: the whole lineage (what `make demo` runs), the data half alone, and the longer training
-preset (2,000 teacher episodes; the same config as `rhythm distill --preset long`)."""
+preset (3,000 teacher weeks; the same config as `rhythm distill --preset long`)."""
 
 import dagster as dg
 
@@ -14,7 +14,7 @@ _LONG = PRESETS["long"]
 rhythm_lineage_long = dg.define_asset_job(
     "rhythm_lineage_long",
     selection=dg.AssetSelection.all(),
-    description="The recipe at a larger budget: 2,000 Bayesian-teacher weeks, 1,000 short-context + 800 "
+    description="The recipe at a larger budget: 3,000 Bayesian-teacher weeks, 1,000 short-context + 1,200 "
                 "whole-week SFT steps, 50 GRPO steps (rhythm distill --preset long).",
     config={"ops": {
         "teacher_trajectories": {"config": {"seeds": _LONG["teacher_seeds"]}},
