@@ -55,6 +55,7 @@ def main() -> None:
     import torch
 
     from rhythm_core.env.conditions import check_training_seeds, parse_seeds
+    from rhythm_core.evaluation.results import recovery
     from rhythm_core.training.sft import SFTRunConfig, run_sft
 
     if args.threads:
@@ -72,7 +73,8 @@ def main() -> None:
     for model_dir in [*snapshots, Path(result["model_dir"])]:
         snapshot = json.loads((model_dir / "rhythm_checkpoint.json").read_text()).get("snapshot", {})
         row = score(str(model_dir), seeds)
-        row["recovery"] = round((row["score"] - refs["heuristic"]) / (refs["bayes"] - refs["heuristic"]), 3)
+        share = recovery(row["score"], refs["heuristic"], refs["bayes"])
+        row["recovery"] = None if share is None else round(share, 3)
         row["step"] = snapshot.get("step", result["steps"])
         row["train_s"] = snapshot.get("train_s", result["train_s"])
         rows.append(row)

@@ -39,7 +39,12 @@ def main() -> None:
 
     from rhythm_core.env.conditions import parse_seeds
     from rhythm_core.evaluation.baselines import run_baselines
+    from rhythm_core.evaluation.results import recovery
     from rhythm_core.evaluation.rollouts import evaluation_window
+    from rhythm_core.training.validation import paired_verdict
+
+    def rounded(value, digits):
+        return None if value is None else round(float(value), digits)
 
     for window in (int(w) for w in args.windows.split(",")):
         for condition, spec in evaluation_window(window).items():
@@ -47,15 +52,13 @@ def main() -> None:
             refs = run_baselines(condition, seeds, "v3", agents=("heuristic", "bayes"))["agents"]
             heuristic, teacher = refs["heuristic"]["final_score"], refs["bayes"]["final_score"]
             (sft, sft_mae), (grpo, grpo_mae) = play(args.sft, condition, seeds), play(args.grpo, condition, seeds)
-            diff = grpo - sft
-            recovery_sft, recovery_grpo = ((s.mean() - heuristic) / (teacher - heuristic) for s in (sft, grpo))
+            verdict = paired_verdict(grpo - sft, "grpo", "sft")
             print(json.dumps({"window": window, "condition": condition, "seeds": spec, "heuristic": heuristic,
-                              "teacher": teacher, "sft": round(float(sft.mean()), 4), "grpo": round(float(grpo.mean()), 4),
-                              "recovery_sft": round(float(recovery_sft), 3), "recovery_grpo": round(float(recovery_grpo), 3),
+                              "teacher": teacher, "sft": rounded(sft.mean(), 4), "grpo": rounded(grpo.mean(), 4),
+                              "recovery_sft": rounded(recovery(sft.mean(), heuristic, teacher), 3),
+                              "recovery_grpo": rounded(recovery(grpo.mean(), heuristic, teacher), 3),
                               "belief_mae_sft": round(sft_mae, 4), "belief_mae_grpo": round(grpo_mae, 4),
-                              "grpo_minus_sft": round(float(diff.mean()), 4),
-                              "se": round(float(diff.std(ddof=1) / np.sqrt(len(diff))), 4)}), flush=True)
-
+                              "grpo_minus_sft": verdict["difference"], "se": verdict["difference_se"]}), flush=True)
 
 if __name__ == "__main__":
     main()
