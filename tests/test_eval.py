@@ -93,6 +93,49 @@ def test_rows_that_share_a_conversation_run_its_prefix_once_with_the_same_answer
     assert cache.computed_tokens < 0.8 * total  # week 0's first 8 steps ran once for three rows
 
 
+def test_policy_tokenizes_only_new_messages_with_the_ids_of_whole_conversations(sft_result):
+    """The embedded template renders each message on its own, so the policy extends each episode's
+    conversation and token ids turn by turn: at every step they equal the conversation rendered and
+    tokenized whole, and the play is the one of a policy that renders everything each step."""
+    from rhythm_core.agents.rollout import play_lockstep
+    from rhythm_core.protocol import render_conversation
+    from rhythm_core.training.prompt_tokens import conversation_ids
+
+    sampling = SamplingConfig(max_new_tokens=64, temperature=1.0, seed=5)
+    # (this student learned the table format; in a conversation its sampled answers are any text at all)
+    agent = LLMPolicyAgent.from_checkpoint(sft_result[0]["model_dir"], sampling=sampling, prompt_format="chat_labeled")
+    assert agent.tokenize_by_message
+    for _ in play_lockstep(agent, VectorRhythmEnv("ood"), [10000, 10001, 10002]):
+        whole = [render_conversation(h, a[:-1], variant=agent.variant, prompt_format=agent.prompt_format)
+                 for h, a in zip(agent.histories, agent.answers)]
+        assert agent.last_messages == whole
+        assert [row + agent.tokens.generation_prompt for row in agent.tokens.rows] == \
+            conversation_ids(agent.tokenizer, whole)
+    incremental = play_records(agent, "ood", [10000, 10001, 10002], {"id": "student"})
+    plain = LLMPolicyAgent.from_checkpoint(sft_result[0]["model_dir"], sampling=sampling, prompt_format="chat_labeled")
+    plain.tokenize_by_message = False
+    rendered = play_records(plain, "ood", [10000, 10001, 10002], {"id": "student"})
+    assert plain.tokens is None and incremental == rendered
+
+
+def test_only_templates_that_render_each_message_alone_are_tokenized_by_message(sft_result):
+    from rhythm_core.training.models import load_model_and_tokenizer
+    from rhythm_core.training.prompt_tokens import ConversationTokens, extends_by_message
+
+    _, tokenizer = load_model_and_tokenizer(sft_result[0]["model_dir"])
+    assert extends_by_message(tokenizer)
+    # a template that rewrites earlier turns (here: drops every assistant turn but the last)
+    tokenizer.chat_template = tokenizer.chat_template.replace(
+        "{% for message in messages %}",
+        "{% for message in messages %}{% if message['role'] != 'assistant' or loop.index >= messages|length - 1 %}"
+    ).replace("{% endfor %}", "{% endif %}{% endfor %}")
+    assert not extends_by_message(tokenizer)
+    tokens = ConversationTokens(tokenizer, 1)
+    tokens.prompts([[{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]])
+    with pytest.raises(ValueError, match="conversations may only grow"):
+        tokens.prompts([[{"role": "user", "content": "a"}]])
+
+
 def test_prefix_groups_run_each_conversation_once_not_just_the_system_prompt():
     """Four rows share a 70-token system prompt; two pairs share 170 tokens: each pair is a group
     (saving 340 tokens), not all four on the system prompt (210); an unrelated row stays alone."""

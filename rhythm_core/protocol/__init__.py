@@ -24,6 +24,7 @@ from .format import (
 )
 from .prompts import COMPACT_SYSTEM_PROMPT, PROMPT_VARIANTS, SYSTEM_PROMPT, system_prompt
 from .render import (
+    chat_turn_renderer,
     render_chat_turn,
     render_conversation,
     render_labeled_turn,
@@ -46,6 +47,7 @@ __all__ = [
     "DatasetFormat",
     "ParsedAnswer",
     "action_prefix",
+    "chat_turn_renderer",
     "fallback_action",
     "fallback_actions",
     "format_answer",

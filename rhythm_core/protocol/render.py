@@ -112,6 +112,14 @@ def render_labeled_turn(history) -> str:
     return f"{now.last_action} anomaly {_labeled(anomaly)}\n{state}"
 
 
+def chat_turn_renderer(prompt_format: str):
+    """The user-turn renderer of a chat format (`render_labeled_turn` or `render_chat_turn`): what a
+    caller that keeps a conversation turn by turn appends, instead of rendering it all again."""
+    if prompt_format not in CHAT_FORMATS:
+        raise ValueError(f"{prompt_format!r} is not a chat format; chat formats: {', '.join(CHAT_FORMATS)}")
+    return render_labeled_turn if prompt_format == "chat_labeled" else render_chat_turn
+
+
 def render_conversation(history, answers: list[str], *, variant: str = "full", prompt_format: str = "chat") -> list[dict]:
     """Chat messages for the decision at history[-1].
 
@@ -124,7 +132,7 @@ def render_conversation(history, answers: list[str], *, variant: str = "full", p
         return render_messages(history, variant=variant)
     if prompt_format not in CHAT_FORMATS:
         raise ValueError(f"unknown prompt format {prompt_format!r}; allowed: {', '.join(PROMPT_FORMATS)}")
-    render_turn = render_labeled_turn if prompt_format == "chat_labeled" else render_chat_turn
+    render_turn = chat_turn_renderer(prompt_format)
     _check_history(history, None)
     if len(answers) != len(history) - 1:
         raise ValueError(f"a chat conversation at step {len(history) - 1} needs {len(history) - 1} earlier answers, "

@@ -20,18 +20,24 @@ class SamplingConfig:
 
 
 def generate_answers(model, tokenizer, conversations: list[list[dict]], sampling: SamplingConfig,
-                     batch_size: int = 64, prompt_cache: PromptCache | None = None) -> list[str]:
+                     batch_size: int = 64, prompt_cache: PromptCache | None = None,
+                     prompt_ids: list[list[int]] | None = None) -> list[str]:
     """Answers (decoded assistant text, special tokens stripped) for each conversation's next turn.
 
     With a `prompt_cache` (conversation i is key i), each conversation's prompt reuses the key/value
-    states of the prefix it shares with its previous prompt; see `prompt_cache.py`."""
+    states of the prefix it shares with its previous prompt; see `prompt_cache.py`. `prompt_ids`, the
+    prompts already tokenized (generation prompt included, e.g. by `ConversationTokens`), saves
+    rendering and tokenizing the conversations."""
     import torch
+
+    from .prompt_tokens import conversation_ids
 
     answers: list[str] = []
     model.eval()
     for start in range(0, len(conversations), batch_size):
         chunk = conversations[start : start + batch_size]
-        texts = [tokenizer.apply_chat_template(c, tokenize=False, add_generation_prompt=True) for c in chunk]
+        rows = (prompt_ids[start : start + batch_size] if prompt_ids is not None
+                else conversation_ids(tokenizer, chunk))
         kwargs = {"max_new_tokens": sampling.max_new_tokens or DEFAULT_MAX_NEW_TOKENS,
                   "pad_token_id": tokenizer.pad_token_id,
                   "eos_token_id": tokenizer.eos_token_id}
@@ -42,21 +48,35 @@ def generate_answers(model, tokenizer, conversations: list[list[dict]], sampling
             kwargs.update(do_sample=False)
         with torch.no_grad():
             if prompt_cache is None:
-                enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
-                out = model.generate(**enc, **kwargs)
-                new = out[:, enc["input_ids"].shape[1] :]
+                input_ids, attention_mask = _left_padded(rows, tokenizer.pad_token_id)
+                out = model.generate(input_ids=input_ids.to(model.device),
+                                     attention_mask=attention_mask.to(model.device), **kwargs)
+                new = out[:, input_ids.shape[1] :]
             else:
-                new = _generate_reusing_prefixes(model, tokenizer, texts, list(range(start, start + len(chunk))),
-                                                 prompt_cache, kwargs)
+                new = _generate_reusing_prefixes(model, rows, list(range(start, start + len(chunk))), prompt_cache,
+                                                 tokenizer.pad_token_id, kwargs)
         answers.extend(tokenizer.batch_decode(new, skip_special_tokens=True))
     return answers
 
 
-def _generate_reusing_prefixes(model, tokenizer, texts: list[str], keys: list[int], cache: PromptCache, kwargs):
-    rows = tokenizer(texts, add_special_tokens=False)["input_ids"]
+def _left_padded(rows: list[list[int]], pad_id: int):
+    """(input_ids, attention_mask) with every row right-aligned, as a left-padding tokenizer gives them."""
+    import torch
+
+    width = max(len(ids) for ids in rows)
+    input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for row, ids in enumerate(rows):
+        if ids:
+            input_ids[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
+            mask[row, width - len(ids) :] = 1
+    return input_ids, mask
+
+
+def _generate_reusing_prefixes(model, rows: list[list[int]], keys: list[int], cache: PromptCache, pad_id: int, kwargs):
     cache.share_prefixes(model, keys, rows)
     layout = cache.plan(keys, rows)
-    input_ids, attention_mask = cache.inputs(rows, tokenizer.pad_token_id, layout)
+    input_ids, attention_mask = cache.inputs(rows, pad_id, layout)
     past = cache.past_key_values(keys, layout, input_ids.shape[1] + kwargs["max_new_tokens"])
     out = model.generate(input_ids=input_ids.to(model.device), attention_mask=attention_mask.to(model.device),
                          use_cache=True, return_dict_in_generate=True,

@@ -3,7 +3,8 @@ episodes, answers parsed by the protocol, invalid answers replaced by the safe f
 
 The prompt format is the checkpoint's (`prompt_format` in rhythm_checkpoint.json): "table" renders
 the week so far into one user message per step; the chat formats keep one conversation per episode,
-the model's own earlier answers (as generated) in it."""
+the model's own earlier answers (as generated) in it, each conversation extended turn by turn (and,
+where the chat template allows, its tokens too: `prompt_tokens.py`) rather than rendered again."""
 
 from __future__ import annotations
 
@@ -12,10 +13,18 @@ import numpy as np
 from ..agents.base import Agent, Decision
 from ..env import BatchObservation, VectorRhythmEnv
 from ..env.spec import ACTION_INDEX, BELIEF_DIMS
-from ..protocol import DatasetFormat, fallback_action, parse_answer, render_conversation
+from ..protocol import (
+    CHAT_FORMATS,
+    DatasetFormat,
+    chat_turn_renderer,
+    fallback_action,
+    parse_answer,
+    render_conversation,
+)
 from .generation import SamplingConfig, generate_answers
 from .models import checkpoint_info, load_model_and_tokenizer
 from .prompt_cache import PromptCache, supports_prompt_cache
+from .prompt_tokens import ConversationTokens, extends_by_message
 
 
 class LLMPolicyAgent(Agent):
@@ -32,6 +41,8 @@ class LLMPolicyAgent(Agent):
         # Each step's prompt extends the last one, so its shared prefix need not be run again.
         self.reuse_prompt_cache = reuse_prompt_cache and supports_prompt_cache(model)
         self.prompt_cache: PromptCache | None = None
+        self.tokenize_by_message = prompt_format in CHAT_FORMATS and extends_by_message(tokenizer)
+        self.tokens: ConversationTokens | None = None
 
     @classmethod
     def from_checkpoint(cls, path, **kwargs) -> LLMPolicyAgent:
@@ -55,6 +66,24 @@ class LLMPolicyAgent(Agent):
         self.last_messages: list[list[dict]] = []
         self.last_parsed: list = []
         self.prompt_cache = PromptCache() if self.reuse_prompt_cache else None
+        self.conversations: list[list[dict]] = [[] for _ in range(n)]  # chat formats: each episode's, so far
+        self.tokens = ConversationTokens(self.tokenizer, n) if self.tokenize_by_message else None
+
+    def _messages(self) -> list[list[dict]]:
+        """Every episode's messages for this step. A chat conversation gains the last answer and the
+        new user turn (the same messages `render_conversation` gives); a table prompt is rendered."""
+        if self.prompt_format not in CHAT_FORMATS:
+            return [render_conversation(h, a, variant=self.variant, prompt_format=self.prompt_format)
+                    for h, a in zip(self.histories, self.answers)]
+        render_turn = chat_turn_renderer(self.prompt_format)
+        for history, answers, conversation in zip(self.histories, self.answers, self.conversations):
+            if conversation:
+                conversation += [{"role": "assistant", "content": answers[-1]},
+                                 {"role": "user", "content": render_turn(history)}]
+            else:
+                conversation += render_conversation(history, answers, variant=self.variant,
+                                                    prompt_format=self.prompt_format)
+        return [list(conversation) for conversation in self.conversations]  # copies: callers keep them
 
     def act(self, obs: BatchObservation) -> Decision:
         return self.follow(obs, None)
@@ -64,8 +93,8 @@ class LLMPolicyAgent(Agent):
         player's) and the rest (None) generated: the conversation goes on as if the agent had said them."""
         for n in range(len(obs)):
             self.histories[n].append(obs.item(n))
-        messages = [render_conversation(h, a, variant=self.variant, prompt_format=self.prompt_format)
-                    for h, a in zip(self.histories, self.answers)]
+        messages = self._messages()
+        prompt_ids = self.tokens.prompts(messages) if self.tokens is not None else None
         answers = list(answers) if answers is not None else [None] * len(obs)
         open_ = [n for n, a in enumerate(answers) if a is None]
         if open_:
@@ -73,7 +102,8 @@ class LLMPolicyAgent(Agent):
             # The prompt cache is keyed by position in the batch: only a whole batch may use it.
             generated = generate_answers(self.model, self.tokenizer, [messages[n] for n in open_], sampling,
                                          batch_size=self.batch_size,
-                                         prompt_cache=self.prompt_cache if len(open_) == len(obs) else None)
+                                         prompt_cache=self.prompt_cache if len(open_) == len(obs) else None,
+                                         prompt_ids=None if prompt_ids is None else [prompt_ids[n] for n in open_])
             for n, answer in zip(open_, generated):
                 answers[n] = answer
         actions = np.empty(len(obs), dtype=np.int64)
