@@ -136,6 +136,33 @@ def test_only_templates_that_render_each_message_alone_are_tokenized_by_message(
         tokens.prompts([[{"role": "user", "content": "a"}]])
 
 
+def _greedy_records(model_dir: str, condition: str, seeds: list[int]) -> list[dict]:
+    agent = LLMPolicyAgent.from_checkpoint(model_dir, sampling=SamplingConfig(temperature=0.0))
+    return play_records(agent, condition, seeds, {"id": "student"})
+
+
+def _echo_or_fail(text: str) -> str:
+    if text.startswith("no"):
+        raise ValueError(f"worker said {text}")
+    return text
+
+
+def test_students_played_side_by_side_give_the_records_of_one_after_the_other(sft_result):
+    """Two plays in forked workers, one torch thread each, return what the same plays return here,
+    in the order of the jobs; a worker's error is raised in the caller."""
+    from rhythm_core.compute.side_by_side import run_side_by_side, side_by_side_workers
+
+    model = sft_result[0]["model_dir"]
+    jobs = [(model, "ood", [10000, 10001, 10002]), (model, "continuous", [0, 1])]
+    assert side_by_side_workers(len(jobs), threads=2) == 2 and side_by_side_workers(len(jobs), threads=1) == 1
+    forked = run_side_by_side(_greedy_records, jobs, threads=2)
+    assert [len(records) for records in forked] == [3, 2]
+    assert forked == [_greedy_records(*job) for job in jobs]
+    with pytest.raises(ValueError, match="worker said no"):
+        run_side_by_side(_echo_or_fail, [("yes",), ("no",)], threads=2)
+    assert run_side_by_side(_echo_or_fail, [("a",), ("b",), ("c",)], threads=2) == ["a", "b", "c"]
+
+
 def test_prefix_groups_run_each_conversation_once_not_just_the_system_prompt():
     """Four rows share a 70-token system prompt; two pairs share 170 tokens: each pair is a group
     (saving 340 tokens), not all four on the system prompt (210); an unrelated row stays alone."""

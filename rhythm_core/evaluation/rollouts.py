@@ -12,6 +12,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,7 @@ import numpy as np
 from ..agents import get_agent
 from ..agents.rollout import play_lockstep
 from ..artifacts import atomic_write_json, publish_dir, sha256_file, staging, write_jsonl
+from ..compute.side_by_side import run_side_by_side
 from ..env import VectorRhythmEnv
 from ..env.conditions import EVAL_SEEDS, eval_seed_list, get_condition
 from ..env.spec import ACTIONS, BELIEF_DIMS, ENV_VERSION
@@ -58,40 +60,54 @@ def play_records(agent, condition: str, seeds, identity: dict) -> list[dict]:
 
 
 def _players(checkpoints: dict[str, str], baselines, sampling) -> list[tuple[str, Callable[[], object], dict]]:
-    from ..training.policy import LLMPolicyAgent
-
     players = []
     for name, model_dir in checkpoints.items():
         identity = {"backend": "checkpoint", "model": str(model_dir), "id": name}
-        players.append((name, lambda d=model_dir, n=name: LLMPolicyAgent.from_checkpoint(d, sampling=sampling, name=n),
-                        identity))
+        players.append((name, partial(_checkpoint_agent, model_dir, sampling, name), identity))
     for name in baselines:
-        players.append((name, lambda n=name: get_agent(n), {"backend": "baseline", "model": name, "id": name}))
+        players.append((name, partial(get_agent, name), {"backend": "baseline", "model": name, "id": name}))
     return players
+
+
+def _checkpoint_agent(model_dir: str, sampling, name: str):
+    from ..training.policy import LLMPolicyAgent
+
+    return LLMPolicyAgent.from_checkpoint(model_dir, sampling=sampling, name=name)
+
+
+def _play_file(name: str, make: Callable[[], object], identity: dict, condition: str, seeds, staged) -> tuple[str, dict, str]:
+    """One player on one condition into `staged`/<name>__<condition>.jsonl: the file's name, its
+    manifest entry and a log line."""
+    agent, start = make(), time.perf_counter()
+    records = play_records(agent, condition, seeds, identity)
+    file = f"{name}__{condition}.jsonl"
+    write_jsonl(Path(staged) / file, records)
+    invalid = float(np.mean([r["invalid"] for r in records]))
+    entry = {"player": name, "condition": condition, "episodes": len(records), "invalid_rate": invalid,
+             "sha256": sha256_file(Path(staged) / file)}
+    cache = getattr(agent, "prompt_cache", None)
+    reuse = f", prompt tokens reused {cache.reused_fraction:.0%}" if cache is not None else ""
+    return file, entry, (f"{name} on {condition}: {len(records)} episodes in {time.perf_counter() - start:.1f} s, "
+                         f"invalid answers {invalid:.1%}{reuse}")
 
 
 def play_condition(checkpoints: dict[str, str], condition: str, seeds_spec: str, staged, *, sampling=None,
                    baselines=EVAL_BASELINES, log: Callable[[str], None] | None = None) -> dict:
     """Play every player on one condition into `staged`/<player>__<condition>.jsonl; returns the
-    files' manifest entries. Conditions are independent, so they can run in parallel processes."""
+    files' manifest entries. Conditions are independent, so they can run in parallel processes; within
+    one, the checkpoints play side by side (`compute.side_by_side`), the baselines here after them."""
     from ..training.generation import SamplingConfig
 
     log = log or (lambda message: None)
     sampling = sampling or SamplingConfig()
     seeds = eval_seed_list(condition, seeds_spec)
+    jobs = [(name, make, identity, condition, seeds, staged) for name, make, identity
+            in _players(checkpoints, baselines, sampling)]
+    played = run_side_by_side(_play_file, jobs[:len(checkpoints)]) + [_play_file(*job) for job in jobs[len(checkpoints):]]
     files = {}
-    for name, make, identity in _players(checkpoints, baselines, sampling):
-        agent, start = make(), time.perf_counter()
-        records = play_records(agent, condition, seeds, identity)
-        file = f"{name}__{condition}.jsonl"
-        write_jsonl(Path(staged) / file, records)
-        invalid = float(np.mean([r["invalid"] for r in records]))
-        files[file] = {"player": name, "condition": condition, "episodes": len(records), "invalid_rate": invalid,
-                       "sha256": sha256_file(Path(staged) / file)}
-        cache = getattr(agent, "prompt_cache", None)
-        reuse = f", prompt tokens reused {cache.reused_fraction:.0%}" if cache is not None else ""
-        log(f"{name} on {condition}: {len(records)} episodes in {time.perf_counter() - start:.1f} s, "
-            f"invalid answers {invalid:.1%}{reuse}")
+    for file, entry, line in played:
+        files[file] = entry
+        log(line)
     return files
 
 

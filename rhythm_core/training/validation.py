@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..agents.rollout import rollout
+from ..compute.side_by_side import run_side_by_side
 from ..graders import get_grader
 from .generation import SamplingConfig
 from .policy import LLMPolicyAgent
@@ -40,17 +41,23 @@ def compare_students(candidate: tuple[str, str], reference: tuple[str, str], wee
     """Play two checkpoints — (name, model dir) each — on `weeks` and compare them under `grader`.
     Returns each one's mean score, the paired difference candidate - reference with its standard
     error, whether the candidate is worse beyond noise, and which of the two is better."""
-    scores = {}
-    for name, model_dir in (candidate, reference):
-        sampling = SamplingConfig(max_new_tokens=max_new_tokens, temperature=0.0)
-        agent = LLMPolicyAgent.from_checkpoint(model_dir, sampling=sampling, name=name)
-        per_week = [get_grader(grader).grade_batch(rollout(agent, condition, seeds))[0]
-                    for condition, seeds in weeks.items()]
-        scores[name] = np.concatenate(per_week)
+    # the two students play side by side, each in a process of its own on its share of the cores
+    played = run_side_by_side(_week_scores, [(name, model_dir, weeks, grader, max_new_tokens)
+                                             for name, model_dir in (candidate, reference)])
+    scores = {name: week_scores for (name, _), week_scores in zip((candidate, reference), played)}
     return {"grader": grader, "weeks": sum(len(seeds) for seeds in weeks.values()),
             "seeds": {condition: f"{min(seeds)}-{max(seeds)} ({len(seeds)} weeks)" for condition, seeds in weeks.items()},
             "score": {name: round(float(s.mean()), 4) for name, s in scores.items()},
             **paired_verdict(scores[candidate[0]] - scores[reference[0]], candidate[0], reference[0])}
+
+
+def _week_scores(name: str, model_dir: str, weeks: dict[str, list[int]], grader: str,
+                 max_new_tokens: int | None) -> np.ndarray:
+    """One checkpoint's greedy score on each of `weeks` (conditions in order, seeds in order)."""
+    sampling = SamplingConfig(max_new_tokens=max_new_tokens, temperature=0.0)
+    agent = LLMPolicyAgent.from_checkpoint(model_dir, sampling=sampling, name=name)
+    return np.concatenate([get_grader(grader).grade_batch(rollout(agent, condition, seeds))[0]
+                           for condition, seeds in weeks.items()])
 
 
 def paired_verdict(diff: np.ndarray, candidate: str, reference: str) -> dict:

@@ -1,0 +1,55 @@
+"""Independent torch work side by side in forked processes, each on its share of this process's threads.
+
+A tiny student's lockstep play (small batched forwards, attention over a growing key/value cache)
+does not keep two cores busy: 100 greedy weeks took 14.0 s with two torch threads and 18.8 s with one
+(2-core AMD EPYC, Zen 3), and two such plays at once, one thread each, 19.5 s where one after the
+other takes ~30 s. So work that plays several students (the gate's two students, an evaluation
+condition's players) hands each to a worker process with `threads // workers` torch threads.
+
+Fork, not spawn: a spawned worker would import torch and transformers again (~5 s), most of what it
+saves. A forked worker sets its torch pool to its share before it runs anything; with one thread a
+worker never enters an OpenMP parallel region, the pattern of torch's own DataLoader workers, which
+is what makes forking a process that has already run threaded torch safe. Where fork is not the
+platform's safe default (macOS, Windows) or there are not two threads to share, the calls run here,
+one after the other. Results do not depend on the thread count: the same 100 weeks played with one
+and with two threads give identical records (tests/test_eval.py checks the side-by-side path).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import sys
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+
+from .threads import limit_threads
+
+
+def side_by_side_workers(jobs: int, threads: int | None = None) -> int:
+    """How many worker processes `jobs` independent calls get on `threads` torch threads (this
+    process's pool by default): one per thread, at most one per call; 1 means run them here."""
+    if threads is None:
+        import torch
+
+        threads = torch.get_num_threads()
+    if sys.platform != "linux" or "fork" not in multiprocessing.get_all_start_methods():
+        return 1
+    return max(1, min(jobs, threads))
+
+
+def run_side_by_side(fn: Callable, jobs: Sequence[tuple], *, threads: int | None = None) -> list:
+    """`[fn(*args) for args in jobs]`, computed in forked workers that share `threads` torch threads
+    (this process's pool by default); results in the order of `jobs`. `fn` and its arguments and
+    results must pickle (a module-level function and plain values). A worker's exception is raised
+    here, with its traceback in the message."""
+    if threads is None:
+        import torch
+
+        threads = torch.get_num_threads()
+    workers = side_by_side_workers(len(jobs), threads)
+    if workers < 2:
+        return [fn(*args) for args in jobs]
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"),
+                             initializer=limit_threads, initargs=(max(1, threads // workers),)) as pool:
+        futures = [pool.submit(fn, *args) for args in jobs]
+        return [future.result() for future in futures]
