@@ -439,3 +439,50 @@ def test_the_fused_head_projects_only_answer_tokens_on_cpu_with_the_same_loss_an
     for a, b in zip(grads_answers_only, grads_everything):
         torch.testing.assert_close(a, b)
     assert trl_utils._use_triton(torch.device("cpu")) is False  # closed again: TRL's own choice is back
+
+
+def test_the_last_layer_at_read_positions_gives_the_loss_and_gradients_of_the_full_model(monkeypatch):
+    """With last_layer_on_read_positions open, the tiny student's last layer runs its queries,
+    attention and MLP only where the loss reads the output (before each labelled token); the loss and
+    every gradient are those of the full model, padding and rows of different answer lengths included,
+    and forwards without labels (generation) run the layer as it is."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+    from trl.trainer import utils as trl_utils
+
+    from rhythm_core.training import last_layer
+    from rhythm_core.training.fused_head import labelled_positions_only
+
+    calls = []
+    at_read = last_layer._at_read_positions
+    monkeypatch.setattr(last_layer, "_at_read_positions", lambda *a: calls.append(a[3].sum().item()) or at_read(*a))
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                                         num_attention_heads=4, num_key_value_heads=2))
+    trl_utils.add_fused_lm_head(model, outputs=("log_probs", "entropy", "is_top1"))
+    input_ids = torch.randint(0, 64, (3, 24))
+    attention_mask = torch.ones_like(input_ids)
+    attention_mask[2, 20:] = 0  # a shorter, right-padded row
+    labels = torch.full_like(input_ids, -100)
+    labels[0, 5:9] = input_ids[0, 5:9]
+    labels[0, 15:18] = input_ids[0, 15:18]
+    labels[1, 1:3] = input_ids[1, 1:3]
+    labels[2, 10:19] = input_ids[2, 10:19]
+
+    def loss_and_grads():
+        model.zero_grad()
+        out = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels, fused_lm_head=True)
+        out.loss.backward()
+        return out.loss.detach(), [p.grad.clone() for p in model.parameters()]
+
+    with labelled_positions_only():
+        full, full_grads = loss_and_grads()
+        with last_layer.last_layer_on_read_positions(model) as active:
+            read, read_grads = loss_and_grads()
+            plain = model(input_ids=input_ids[:, :10]).logits  # no labels: the layer as it is
+    assert active and calls == [4 + 3 + 2 + 9]  # the one labelled forward, at its 18 read positions
+    torch.testing.assert_close(read, full)
+    for a, b in zip(read_grads, full_grads):
+        torch.testing.assert_close(a, b)
+    torch.testing.assert_close(plain, model(input_ids=input_ids[:, :10]).logits)
+    assert "forward" not in vars(model.model.layers[-1])  # closed again: the class's forward

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from ..tracking.callback import attach_tracking
 from ..tracking.store import report_to_list
 from .fused_head import labelled_positions_only
 from .generation import SamplingConfig, valid_answer_rate
+from .last_layer import last_layer_on_read_positions
 from .models import TINY, device_name, load_model_and_tokenizer
 from .plots import plot_curves
 from .tiny import TinyModelConfig, build_tiny_base
@@ -248,6 +250,11 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
                              peft_config=peft_config, callbacks=callbacks)
         return attach_tracking(trainer, step_offset)  # report_to's MLflow callback, steps counted through phases
 
+    def output_positions_only(model):
+        # The tiny model's last layer at the positions the loss reads (last_layer.py); real models
+        # (LoRA, gradient checkpointing, other architectures) train as they are.
+        return last_layer_on_read_positions(model) if config.base_model == TINY and not config.lora else nullcontext()
+
     clock = {"train_s": 0.0}  # training seconds of the finished phases (snapshots report the total)
     log_history: list[dict] = []  # both phases, steps counted through
     short_steps = 0
@@ -255,7 +262,7 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
         short = trainer_for(model, config.short_steps, config.short_context_length,
                             config.short_context_learning_rate, peft_config, 0)
         started = time.perf_counter()
-        with labelled_positions_only():
+        with labelled_positions_only(), output_positions_only(model):
             short.train()
         clock["train_s"] += time.perf_counter() - started
         short_steps = short.state.global_step
@@ -265,7 +272,7 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
     trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
     total = sum(p.numel() for p in trainer.model.parameters())
     started = time.perf_counter()
-    with labelled_positions_only():
+    with labelled_positions_only(), output_positions_only(model):
         trainer.train()
         clock["train_s"] += time.perf_counter() - started
         evaluation = trainer.evaluate() if len(validation) else {}

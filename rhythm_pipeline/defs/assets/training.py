@@ -69,7 +69,7 @@ def _compute_metadata(result: dict, compute: ComputeResource) -> dict:
 
 @dg.asset(
     group_name="training",
-    code_version="sft-6",  # 3: the recipe (two phases, the tiny model with numeric embeddings and 8 heads); 4: numbers and the text between them as tokenizer chunks; 5: the output layer on labelled positions only (same math, other rounding); 6: role headers as one token
+    code_version="sft-7",  # 3: the recipe (two phases, the tiny model with numeric embeddings and 8 heads); 4: numbers and the text between them as tokenizer chunks; 5: the output layer on labelled positions only (same math, other rounding); 6: role headers as one token; 7: the last layer at the positions the loss reads (same math, other rounding)
     kinds={"pytorch", "huggingface"},
     description=(
         "The distilled student: TRL SFT on sft_dataset with the loss on the assistant turn only. The default "
