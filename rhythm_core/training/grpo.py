@@ -37,6 +37,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -51,6 +52,7 @@ from ..tracking.callback import attach_tracking
 from ..tracking.store import report_to_list
 from .fused_head import labelled_positions_only
 from .generation import SamplingConfig, generate_answers
+from .last_layer import last_layer_on_read_positions
 from .models import TINY, checkpoint_info, device_name, load_model_and_tokenizer
 from .plots import plot_curves
 from .policy import LLMPolicyAgent
@@ -322,7 +324,10 @@ def run_grpo(config: GRPORunConfig, dataset_dir, init_dir, out_dir, *, on_log: C
     trainer = GRPOTrainer(model=model, reward_funcs=make_reward_functions(config.grader, student), args=args,
                           train_dataset=prompts, processing_class=tokenizer, callbacks=[StreamLogs(on_log).callback])
     attach_tracking(trainer)
-    with labelled_positions_only():
+    # The tiny student's last layer runs at the completion positions only (last_layer.py); real models
+    # (adapters, gradient checkpointing) train as they are.
+    tiny = info.get("config", {}).get("base_model", TINY) == TINY and not is_adapter
+    with labelled_positions_only(), (last_layer_on_read_positions(model) if tiny else nullcontext()):
         trainer.train()
     model_dir = out / "model"
     trainer.save_model(str(model_dir))

@@ -1,14 +1,15 @@
-"""During SFT, the tiny student's last layer runs only at the positions the loss reads.
+"""In training, the tiny student's last layer runs only at the positions the loss reads.
 
 The loss of an SFT batch reads the final hidden state at the positions before each labelled token
-(the answers: ~28% of a week, whole or cut to 512 tokens). Every other layer feeds later positions
+(the answers: ~28% of a week, whole or cut to 512 tokens); a GRPO batch, at the two completion
+tokens after a prompt of up to a week. Every other layer feeds later positions
 through attention, but the last layer's output at a position feeds nothing except the output layer
 there. So the last layer needs its keys and values at every position, and its queries, attention,
 output projection and MLP only at the read positions; elsewhere its output is left at zero, which the
 output layer never reads (`fused_head.labelled_positions_only` projects the labelled positions only).
-The loss and every gradient are those of the full computation (tests/test_training.py), with about
-a quarter less work a step for the two-layer tiny model (benchmarks/README.md, "The last layer at
-the read positions").
+The loss and every gradient are those of the full computation (tests/test_training.py); SFT steps of
+the two-layer tiny model take about a fifth less time, GRPO's ten steps ~10% (benchmarks/README.md,
+"The last layer at the read positions").
 
 Only for a Llama decoder (the embedded tiny model) trained in full: other architectures and PEFT
 models train as they are. Outside a labelled forward (generation, a cache, no labels) the layer runs

@@ -119,7 +119,7 @@ def _validation_metadata(validation: dict | None) -> dict:
 
 @dg.asset(
     group_name="training",
-    code_version="grpo-9",  # 3: the validation gate; 4: lr 1e-5; 5: the SFT student finishes the week (its own continuation), 20 steps of 2 x 8 at 2e-5; 6: prompts in runs of one step, the headline GRPO only when ahead by a standard error; 7: the output layer on completions only; 8: the action alone is sampled; 9: 10 steps
+    code_version="grpo-10",  # 3: the validation gate; 4: lr 1e-5; 5: the SFT student finishes the week (its own continuation), 20 steps of 2 x 8 at 2e-5; 6: prompts in runs of one step, the headline GRPO only when ahead by a standard error; 7: the output layer on completions only; 8: the action alone is sampled; 9: 10 steps; 10: the last layer at the completion positions (same math, other rounding)
     kinds={"pytorch", "huggingface"},
     description=(
         "The student refined with TRL GRPO from sft_checkpoint. Each prompt ends with the SFT student's own "
