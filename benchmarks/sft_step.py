@@ -1,5 +1,6 @@
 """Seconds per SFT step of the tiny student, TRL's fused LM head projecting every position (its
-default off Triton devices) against only the labelled ones (`labelled_positions_only`, what
+default off Triton devices), against only the labelled ones (`labelled_positions_only`), against that
+and the last layer at the positions the loss reads (`last_layer_on_read_positions`; both are what
 `run_sft` and `run_grpo` do), at the short-context and the whole-week length, alternating.
 
     python benchmarks/sft_step.py                                  # 1,000 Bayesian-teacher weeks
@@ -17,11 +18,14 @@ import tempfile
 import time
 from pathlib import Path
 
+VARIANTS = ("every position", "answers only", "answers + last layer at read positions")
 
-def time_steps(base: Path, train, max_length: int, steps: int, answers_only: bool) -> tuple[float, list[float]]:
+
+def time_steps(base: Path, train, max_length: int, steps: int, variant: str) -> tuple[float, list[float]]:
     from trl import SFTConfig, SFTTrainer
 
     from rhythm_core.training.fused_head import labelled_positions_only
+    from rhythm_core.training.last_layer import last_layer_on_read_positions
     from rhythm_core.training.models import load_model_and_tokenizer
 
     model, tokenizer = load_model_and_tokenizer(str(base), for_training=True)
@@ -30,7 +34,8 @@ def time_steps(base: Path, train, max_length: int, steps: int, answers_only: boo
                      logging_steps=max(1, steps // 3), eval_strategy="no", save_strategy="no", report_to=[],
                      use_cpu=True, gradient_checkpointing=False, seed=0, disable_tqdm=True)
     trainer = SFTTrainer(model=model, args=args, train_dataset=train, processing_class=tokenizer)
-    with labelled_positions_only() if answers_only else contextlib.nullcontext():
+    with (labelled_positions_only() if variant != VARIANTS[0] else contextlib.nullcontext(),
+          last_layer_on_read_positions(model) if variant == VARIANTS[2] else contextlib.nullcontext()):
         start = time.perf_counter()
         trainer.train()
         seconds = time.perf_counter() - start
@@ -67,15 +72,16 @@ def main() -> None:
         train = with_system_prompt(data["train"].select_columns(["messages"]), "compact")
         base = Path(build_tiny_base(data["train"], tmp / "base", TinyModelConfig())["path"])
         print(f"torch threads {torch.get_num_threads()}; {len(train)} training weeks; batches of 8")
-        print("| rep | length | steps | every position s/step | answers only s/step | ratio | losses agree |")
-        print("|---|---|---|---|---|---|---|")
+        print(f"| rep | length | steps | {' s/step | '.join(VARIANTS)} s/step | ratios to the first | losses agree |")
+        print("|---" * (len(VARIANTS) + 5) + "|")
         for rep in range(args.reps):
             for length, steps in ((512, args.short_steps), (4096, args.week_steps)):
-                every, every_losses = time_steps(base, train, length, steps, answers_only=False)
-                answers, answers_losses = time_steps(base, train, length, steps, answers_only=True)
-                agree = all(abs(a - b) < 1e-3 for a, b in zip(every_losses, answers_losses))
-                print(f"| {rep} | {length} | {steps} | {every:.3f} | {answers:.3f} | {answers / every:.2f} | {agree} |",
-                      flush=True)
+                timed = [time_steps(base, train, length, steps, variant) for variant in VARIANTS]
+                first, first_losses = timed[0]
+                agree = all(abs(a - b) < 1e-3 for _, losses in timed[1:] for a, b in zip(first_losses, losses))
+                ratios = " / ".join(f"{seconds / first:.2f}" for seconds, _ in timed[1:])
+                print(f"| {rep} | {length} | {steps} | {' | '.join(f'{seconds:.3f}' for seconds, _ in timed)} | "
+                      f"{ratios} | {agree} |", flush=True)
 
 
 if __name__ == "__main__":
