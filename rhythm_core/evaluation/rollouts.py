@@ -20,12 +20,12 @@ import numpy as np
 from ..agents import get_agent
 from ..agents.rollout import play_lockstep
 from ..artifacts import atomic_write_json, publish_dir, sha256_file, staging, write_jsonl
-from ..compute.side_by_side import run_side_by_side
 from ..env import VectorRhythmEnv
 from ..env.conditions import EVAL_SEEDS, eval_seed_list, get_condition
 from ..env.spec import ACTIONS, BELIEF_DIMS, ENV_VERSION
 from ..teacher.records import episode_record, step_record
 from ..teacher.trajectories import read_trajectories
+from ..training.side_by_side import run_side_by_side
 
 EVAL_BASELINES = ("random", "heuristic", "heuristic_const_belief", "fallback", "bayes", "oracle")
 DEFAULT_EVAL_SEEDS = {"continuous": "0-99", "ood": "10000-10049", "discrete3": "20000-20014"}
@@ -95,7 +95,7 @@ def play_condition(checkpoints: dict[str, str], condition: str, seeds_spec: str,
                    baselines=EVAL_BASELINES, log: Callable[[str], None] | None = None) -> dict:
     """Play every player on one condition into `staged`/<player>__<condition>.jsonl; returns the
     files' manifest entries. Conditions are independent, so they can run in parallel processes; within
-    one, the checkpoints play side by side (`compute.side_by_side`), the baselines here after them."""
+    one, the checkpoints play side by side (`training.side_by_side`), the baselines here after them."""
     from ..training.generation import SamplingConfig
 
     log = log or (lambda message: None)

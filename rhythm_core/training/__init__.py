@@ -1,6 +1,7 @@
 """Training: the offline tiny base model (`tiny`), model loading (`models`), SFT and GRPO with TRL
 (`sft`, `grpo`), the one-process entry point shared by local and remote runs (`entry`), and the LLM
-as an agent (`policy`, with batched `generation` and the `prompt_cache`). No Dagster.
+as an agent (`policy`, with batched `generation`, the `prompt_cache` and `prompt_tokens`; students played
+side by side in forked workers: `side_by_side`). No Dagster.
 
 May import `env`, `agents`, `graders`, `data` (the format a dataset was built with) and the top-level
 `protocol` / `artifacts`; never `evaluation` or `compute`.

@@ -12,10 +12,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..agents.rollout import rollout
-from ..compute.side_by_side import run_side_by_side
 from ..graders import get_grader
 from .generation import SamplingConfig
 from .policy import LLMPolicyAgent
+from .side_by_side import run_side_by_side
 
 NOISE_SE = 2.0  # "worse beyond noise": the mean paired difference is below -2 standard errors
 # The candidate is the better one only when it is ahead by at least one standard error: of the eleven

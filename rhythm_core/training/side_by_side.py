@@ -22,8 +22,6 @@ import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 
-from .threads import limit_threads
-
 
 def side_by_side_workers(jobs: int, threads: int | None = None) -> int:
     """How many worker processes `jobs` independent calls get on `threads` torch threads (this
@@ -50,6 +48,12 @@ def run_side_by_side(fn: Callable, jobs: Sequence[tuple], *, threads: int | None
     if workers < 2:
         return [fn(*args) for args in jobs]
     with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"),
-                             initializer=limit_threads, initargs=(max(1, threads // workers),)) as pool:
+                             initializer=_torch_threads, initargs=(max(1, threads // workers),)) as pool:
         futures = [pool.submit(fn, *args) for args in jobs]
         return [future.result() for future in futures]
+
+
+def _torch_threads(threads: int) -> None:  # a worker's first act: its share of the threads
+    import torch
+
+    torch.set_num_threads(threads)
