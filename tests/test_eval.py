@@ -141,6 +141,14 @@ def _greedy_records(model_dir: str, condition: str, seeds: list[int]) -> list[di
     return play_records(agent, condition, seeds, {"id": "student"})
 
 
+def _pid_and_threads() -> tuple[int, int]:
+    import os
+
+    import torch
+
+    return os.getpid(), torch.get_num_threads()
+
+
 def _echo_or_fail(text: str) -> str:
     if text.startswith("no"):
         raise ValueError(f"worker said {text}")
@@ -161,6 +169,11 @@ def test_students_played_side_by_side_give_the_records_of_one_after_the_other(sf
     with pytest.raises(ValueError, match="worker said no"):
         run_side_by_side(_echo_or_fail, [("yes",), ("no",)], threads=2)
     assert run_side_by_side(_echo_or_fail, [("a",), ("b",), ("c",)], threads=2) == ["a", "b", "c"]
+    # two workers, not this process, each on one of the two threads
+    import os
+
+    workers = run_side_by_side(_pid_and_threads, [(), ()], threads=2)
+    assert all(pid != os.getpid() for pid, _ in workers) and [threads for _, threads in workers] == [1, 1]
 
 
 def test_prefix_groups_run_each_conversation_once_not_just_the_system_prompt():

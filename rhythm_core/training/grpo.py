@@ -304,6 +304,7 @@ def run_grpo(config: GRPORunConfig, dataset_dir, init_dir, out_dir, *, on_log: C
     data_format = DatasetFormat.from_info(info)  # what SFT recorded from the dataset
     prompt_format = data_format.prompt_format
     is_adapter = (Path(init_dir) / "adapter_config.json").exists()
+    tiny_base = info.get("config", {}).get("base_model", TINY) == TINY
     # The frozen SFT start (greedy): it plays the student's states, writes each prompt's reasoning and
     # belief, and finishes every scored answer's week for action_value.
     student = LLMPolicyAgent.from_checkpoint(init_dir, sampling=SamplingConfig(max_new_tokens=config.max_completion_length,
@@ -319,15 +320,15 @@ def run_grpo(config: GRPORunConfig, dataset_dir, init_dir, out_dir, *, on_log: C
         report_to=report_to_list(config.report_to), use_cpu=not cuda, bf16=cuda and torch.cuda.is_bf16_supported(),
         seed=config.seed, shuffle_dataset=False,  # build_prompt_dataset ordered the prompts (order_by_step)
         use_vllm=False, disable_tqdm=True,
-        gradient_checkpointing=info.get("config", {}).get("base_model", TINY) != TINY,
+        gradient_checkpointing=not tiny_base,
     )
     trainer = GRPOTrainer(model=model, reward_funcs=make_reward_functions(config.grader, student), args=args,
                           train_dataset=prompts, processing_class=tokenizer, callbacks=[StreamLogs(on_log).callback])
     attach_tracking(trainer)
     # The tiny student's last layer runs at the completion positions only (last_layer.py); real models
     # (adapters, gradient checkpointing) train as they are.
-    tiny = info.get("config", {}).get("base_model", TINY) == TINY and not is_adapter
-    with labelled_positions_only(), (last_layer_on_read_positions(model) if tiny else nullcontext()):
+    with labelled_positions_only(), (last_layer_on_read_positions(model) if tiny_base and not is_adapter
+                                     else nullcontext()):
         trainer.train()
     model_dir = out / "model"
     trainer.save_model(str(model_dir))

@@ -23,13 +23,9 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 
 
-def side_by_side_workers(jobs: int, threads: int | None = None) -> int:
-    """How many worker processes `jobs` independent calls get on `threads` torch threads (this
-    process's pool by default): one per thread, at most one per call; 1 means run them here."""
-    if threads is None:
-        import torch
-
-        threads = torch.get_num_threads()
+def side_by_side_workers(jobs: int, threads: int) -> int:
+    """How many worker processes `jobs` independent calls get on `threads` torch threads: one per
+    thread, at most one per call; 1 means run them here."""
     if sys.platform != "linux" or "fork" not in multiprocessing.get_all_start_methods():
         return 1
     return max(1, min(jobs, threads))
