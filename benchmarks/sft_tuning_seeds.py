@@ -8,8 +8,8 @@ tuning seeds, and per snapshot (`"snapshot_steps": [...]` in --sft) and the fina
 recovery of the teacher's margin, belief MAE and invalid-answer rate, and the belief MAE on the third
 of the seeds whose true profile is farthest from 0.5 (`belief_mae_extreme`, the teacher's beside it):
 the OOD condition's profiles are more extreme, and OOD seeds are evaluation seeds, so this is the
-tuning set's stand-in for it. Variants are decided on these
-seeds; the evaluation windows only report them. Two runs side by side at `--threads 1` share the
+tuning set's stand-in for it. Variants are decided on these seeds; the evaluation windows only
+report them. Two runs side by side at `--threads 1` share the
 machine evenly, so their seconds compare with each other.
 """
 
@@ -50,12 +50,12 @@ def references(seeds: list[int], condition: str = "continuous") -> dict:
     """The heuristic's and the Bayesian teacher's v3 scores (and the teacher's belief MAE) on `seeds`."""
     from rhythm_core.agents import get_agent
     from rhythm_core.agents.rollout import rollout
-    from rhythm_core.evaluation.baselines import run_baselines
+    from rhythm_core.evaluation.baselines import summarize
 
-    agents = run_baselines(condition, seeds, "v3", agents=("heuristic", "bayes"))["agents"]
-    bayes_extreme = extreme_mae(rollout(get_agent("bayes"), condition, seeds))
-    return ({name: block["final_score"] for name, block in agents.items()}
-            | {"bayes_mae": agents["bayes"]["belief_mae"], "bayes_mae_extreme": bayes_extreme})
+    played = {name: rollout(get_agent(name), condition, seeds) for name in ("heuristic", "bayes")}
+    summaries = {name: summarize(episodes, "v3") for name, episodes in played.items()}
+    return ({name: summary["final_score"] for name, summary in summaries.items()}
+            | {"bayes_mae": summaries["bayes"]["belief_mae"], "bayes_mae_extreme": extreme_mae(played["bayes"])})
 
 
 def main() -> None:

@@ -67,6 +67,7 @@ def main(argv=None) -> None:
     def mae(a, b):
         return round(float(np.nanmean(np.abs(a - b))), 4)
 
+    # what each answer should say given the student's own previous belief (NaN after an invalid answer)
     expected = np.clip(stated[:, :-1] + increments[:, 1:], 0.0, 1.0)
     error, previous = stated[:, 1:] - expected, stated[:, :-1]
     bands = {}
@@ -74,8 +75,8 @@ def main(argv=None) -> None:
         inside = (previous >= lo) & (previous < hi)
         bands[f"{lo:.1f}-{min(hi, 1.0):.1f}"] = {
             "share": round(float(inside.mean()), 4),
-            "mean_error": round(float(error[inside].mean()), 4) if inside.any() else None,
-            "mean_abs_error": round(float(np.abs(error[inside]).mean()), 4) if inside.any() else None}
+            "mean_error": round(float(np.nanmean(error[inside])), 4) if inside.any() else None,
+            "mean_abs_error": round(float(np.nanmean(np.abs(error[inside]))), 4) if inside.any() else None}
     print(json.dumps({
         "condition": args.condition, "seeds": args.seeds,
         "student_vs_truth": mae(stated[:, -1], truth), "chain_vs_truth": mae(chain_final, truth),
