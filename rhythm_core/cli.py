@@ -49,6 +49,7 @@ def _cmd_teacher(args) -> int:
 
     from tqdm import tqdm
 
+    from .compute.threads import available_cores
     from .teacher.run import run_teacher
     from .teacher.settings import TeacherSettings
 
@@ -75,7 +76,7 @@ def _cmd_teacher(args) -> int:
         result = run_teacher(
             settings, args.condition, seeds, args.out,
             on_episode=lambda _record: bar.update(1), log=lambda message: tqdm.write(message, file=sys.stderr),
-            purpose=purpose,
+            purpose=purpose, workers=available_cores(),  # the Bayesian teacher's processes (RHYTHM_CPU_CORES caps them)
         )
     print(
         f"{result.path}: wrote {result.written}, kept {result.skipped} already written, "

@@ -1,3 +1,5 @@
+import json
+
 import numpy as np
 import pytest
 
@@ -79,13 +81,30 @@ def test_snapshot_restore_round_trip():
         env.step(random_actions(seeds, t))
     expected = env.meters_history.copy()
 
-    # Restore in place, and in a fresh env from the serialized dict (as a GRPO dataset column would).
-    for target, snap in ((env, state), (VectorRhythmEnv("continuous"), EnvState.from_dict(state.to_dict()))):
+    # Restore in place, and in fresh envs from the serialized dict and from the JSON a dataset column holds.
+    for target, snap in ((env, state), (VectorRhythmEnv("continuous"), EnvState.from_dict(state.to_dict())),
+                         (VectorRhythmEnv("continuous"), EnvState.from_json(state.to_json()))):
         obs = target.restore(snap)
         assert obs.step == 9 and np.array_equal(obs.meters, state.meters)
         for t in range(9, STEPS_PER_EPISODE):
             target.step(random_actions(seeds, t))
         assert np.array_equal(target.meters_history, expected)
+
+
+def test_env_state_json_reads_back_every_float_exactly_and_refuses_nan():
+    env = VectorRhythmEnv("continuous")
+    env.reset(np.arange(100, 104))
+    for t in range(5):
+        env.step(random_actions(np.arange(100, 104), t))
+    state = env.snapshot()
+    state.meters[0, 0] = 1e-05  # a number the json module writes as 1e-05
+    episode = state.episode(0)
+    assert EnvState.from_json(episode.to_json()).to_dict() == episode.to_dict()  # every float exactly
+    assert json.loads(state.to_json()) == state.to_dict()  # readable by any JSON parser, keys sorted
+    assert list(json.loads(state.to_json())) == sorted(state.to_dict())
+    state.anomaly[1, 2] = np.nan
+    with pytest.raises(ValueError, match="anomaly holds NaN"):
+        state.to_json()
 
 
 def test_scalar_snapshot_restore():

@@ -100,6 +100,30 @@ def test_bayes_writes_one_line_per_seed_and_resume_only_adds_new_seeds(tmp_path)
     assert (same.written, same.skipped) == (0, 15)
 
 
+@pytest.mark.skipif(sys.platform != "linux", reason="worker processes are forked on Linux only")
+def test_bayes_chunks_played_in_worker_processes_write_the_same_file(tmp_path, monkeypatch):
+    """Two forked workers play the chunks side by side; the file is byte for byte the one-process
+    file (chunks written in seed order), and progress still comes one episode at a time."""
+    from rhythm_core.teacher import bayes as bayes_module
+
+    pools = []
+
+    class CountedPool(bayes_module.ProcessPoolExecutor):
+        def __init__(self, *args, **kwargs):
+            pools.append(kwargs["max_workers"])
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(bayes_module, "ProcessPoolExecutor", CountedPool)
+    seen = []
+    one = run_teacher(bayes(), COND, range(1000, 1013), tmp_path / "one.jsonl", chunk_size=4)
+    assert pools == []  # one worker: played here
+    two = run_teacher(bayes(), COND, range(1000, 1013), tmp_path / "two.jsonl", chunk_size=4, workers=2,
+                      on_episode=lambda record: seen.append(record["seed"]))
+    assert pools == [2]
+    assert (tmp_path / "one.jsonl").read_bytes() == (tmp_path / "two.jsonl").read_bytes()
+    assert (one.written, two.written, seen) == (13, 13, list(range(1000, 1013)))
+
+
 def test_bayes_rejects_repeated_or_out_of_range_seeds(tmp_path):
     with pytest.raises(ValueError, match="repeats a seed"):
         run_teacher(bayes(), COND, [1000, 1000], tmp_path / "x.jsonl")

@@ -33,7 +33,7 @@ def test_sft_checkpoint_reloads_and_answers_in_protocol_format(sft_result, short
     model = AutoModelForCausalLM.from_pretrained(result["model_dir"])
     tokenizer = AutoTokenizer.from_pretrained(result["model_dir"])
     tokenizer.padding_side = "left"
-    validation = with_system_prompt(datasets.load_from_disk(str(short_dataset / "sft"))["validation"], "compact")
+    validation = with_system_prompt(datasets.load_from_disk(str(short_dataset / "sft"), keep_in_memory=True)["validation"], "compact")
     conversations = [row["messages"][:-1] for row in validation]
     sampling = SamplingConfig(max_new_tokens=120)
     trained = [parse_answer(a).valid for a in generate_answers(model, tokenizer, conversations, sampling)]
@@ -55,7 +55,7 @@ def test_sft_tokenizes_weeks_once_exactly_as_trl_prepares_them(sft_result, short
     from rhythm_core.training.sft import tokenized_weeks, with_system_prompt
 
     tokenizer = AutoTokenizer.from_pretrained(sft_result[0]["model_dir"])
-    rows = datasets.load_from_disk(str(short_dataset / "sft"))["train"].select(range(6)).select_columns(["messages"])
+    rows = datasets.load_from_disk(str(short_dataset / "sft"), keep_in_memory=True)["train"].select(range(6)).select_columns(["messages"])
     rows = with_system_prompt(rows, "compact")
     trl = SFTTrainer(model=AutoModelForCausalLM.from_pretrained(sft_result[0]["model_dir"]), train_dataset=rows,
                      args=SFTConfig(output_dir=str(tmp_path), assistant_only_loss=True, max_length=4096, report_to=[],
@@ -486,3 +486,9 @@ def test_the_last_layer_at_read_positions_gives_the_loss_and_gradients_of_the_fu
         torch.testing.assert_close(a, b)
     torch.testing.assert_close(plain, model(input_ids=input_ids[:, :10]).logits)
     assert "forward" not in vars(model.model.layers[-1])  # closed again: the class's forward
+
+
+def test_training_leaves_the_published_dataset_folder_as_it_was(sft_result, short_dataset):
+    """SFT and GRPO read the dataset in memory: no datasets cache file lands in the artifact's folder
+    (the GRPO tests above read the same dataset)."""
+    assert sorted(p.name for p in (short_dataset / "sft").rglob("cache-*")) == []

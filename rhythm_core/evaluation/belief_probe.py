@@ -75,7 +75,7 @@ def belief_probe(model_dir, dataset_dir, *, episodes: int = 20, split: str = "va
     from ..training.models import checkpoint_info, load_model_and_tokenizer
     from ..training.sft import with_system_prompt
 
-    data = datasets.load_from_disk(str(dataset_dir))
+    data = datasets.load_from_disk(str(dataset_dir), keep_in_memory=True)  # its map writes no cache into the artifact
     if not dataset_format(data).chat:
         raise ValueError(f"{dataset_dir}: the belief probe reads one conversation per episode; this dataset's "
                          f"prompt_format is {dataset_format(data).prompt_format!r}, not one of {', '.join(CHAT_FORMATS)}")

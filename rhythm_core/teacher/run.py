@@ -16,12 +16,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from ..artifacts import StageIncomplete
 from ..env.conditions import check_seed
 from ..env.spec import STEPS_PER_EPISODE
-from .bayes import bayes_records
+from .bayes import bayes_chunks
 from .budget import BudgetExceeded, CostBudget, usage_totals
 from .openai_client import OpenAIRunner, TeacherRequestError, TeacherRequestRejected, make_client
 from .settings import TeacherSettings
@@ -137,12 +135,14 @@ def run_teacher(
     log: Callable[[str], None] | None = None,
     chunk_size: int = 64,
     purpose: str | None = None,
+    workers: int = 1,
 ) -> TeacherRunResult:
     """Play the teacher on every seed not yet in `out_path`, appending one line per episode.
 
     `client` injects an OpenAI-compatible async client (tests); by default one is built from the
     settings. `purpose` is stamped on every record when set ("evaluation" for the teacher's play on
-    evaluation seeds, which the SFT dataset refuses). Returns counts, tokens, cost and what stopped
+    evaluation seeds, which the SFT dataset refuses). `workers`: processes the Bayesian teacher
+    plays its chunks in (the file is the same for any count). Returns counts, tokens, cost and what stopped
     the run, if anything. A request the endpoint rejects for good raises TeacherRequestRejected
     (episodes already written stay in the file).
     """
@@ -162,10 +162,11 @@ def run_teacher(
         written: list[dict] = []
         if settings.backend == "bayes":
             state = {"stopped": None, "failed": [], "requests": 0, "retries": 0, "cost_usd": 0.0, "request_shape": None}
-            for i in range(0, len(todo), chunk_size):
-                for record in bayes_records(settings, condition, np.array(todo[i : i + chunk_size]), purpose):
-                    writer.write(record)
-                    written.append(record)
+            for records in bayes_chunks(settings, condition, todo, chunk_size=chunk_size, workers=workers,
+                                        purpose=purpose):
+                writer.write_many(records)  # a chunk is seconds of free work: one fsync for all of it
+                written.extend(records)
+                for record in records:
                     on_episode(record)
         else:
             state = asyncio.run(_run_openai(settings, condition, todo, writer, client, on_episode, log, purpose))

@@ -231,7 +231,7 @@ def build_prompt_dataset(dataset_dir, variant: str, config: GRPORunConfig, agent
 
     from ..data.sft_dataset import dataset_format
 
-    data = datasets.load_from_disk(str(dataset_dir))
+    data = datasets.load_from_disk(str(dataset_dir), keep_in_memory=True)  # maps write no cache into the artifact
     data_format = dataset_format(data)
     if student_format is not None and student_format != data_format:
         raise ValueError(f"{dataset_dir}: the dataset is {data_format.as_dict()} but the SFT checkpoint was trained "

@@ -184,7 +184,9 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
     on_log = on_log or (lambda entry: None)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    data = datasets.load_from_disk(str(dataset_dir))
+    # In memory: every map below (ours and TRL's) would otherwise write its cache files into the
+    # published dataset's folder (~100 MB a run), changing an artifact that is read-only by contract.
+    data = datasets.load_from_disk(str(dataset_dir), keep_in_memory=True)
     data_format = dataset_format(data)  # the checkpoint records it: GRPO and evaluation prompt the same way
     data = datasets.DatasetDict({name: with_system_prompt(split.select_columns(["messages"]), config.variant)
                                  for name, split in data.items()})
