@@ -1,16 +1,20 @@
 """Throughput of the teachers writing trajectory files. Prints figures; asserts nothing.
 
-    python benchmarks/teacher_throughput.py
+    python benchmarks/teacher_throughput.py [--weeks 1000 --workers 1,2 --stages 1000-2999 --no-openai]
 
-(a) Bayesian teacher: 1,000 episodes into a fresh JSONL file (target: under 60 s).
+(a) Bayesian teacher: `--weeks` episodes into a fresh JSONL file per worker count (target: under
+    60 s), alternating; the files must be identical whatever the count.
 (b) OpenAI backend, real `openai` client, against the local OpenAI-compatible test server
     (tests/openai_server.py) with 200 ms latency per request: sequential (concurrency 1) vs
     concurrency 16. An episode is 28 requests, so a sequential episode takes about 5.6 s; the
     speed-up in episodes/s should be >= 12x.
+(c) The lineage's data stages on the `--stages` training seeds, as the demo runs them: the teacher
+    stage (play, publish, grade), the re-grade report and the SFT dataset, each stage's seconds.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import tempfile
@@ -30,17 +34,45 @@ from tests.openai_server import serve  # noqa: E402
 LATENCY_S = 0.2
 
 
-def bayes(tmp: Path, n: int = 1000) -> None:
-    out = tmp / "bayes.jsonl"
+def bayes(tmp: Path, n: int, workers: list[int]) -> None:
+    files = {}
+    for w in workers:
+        out = tmp / f"bayes-w{w}.jsonl"
+        start = time.perf_counter()
+        result = run_teacher(TeacherSettings(backend="bayes"), "continuous", range(1000, 1000 + n), out, workers=w)
+        wall = time.perf_counter() - start
+        size_mb = out.stat().st_size / 1e6
+        files[w] = out.read_bytes()
+        print(f"(a) bayes teacher, {w} worker process(es): {result.written} episodes in {wall:.2f} s = "
+              f"{result.written / wall:.1f} episodes/s ({size_mb:.1f} MB JSONL, "
+              f"{size_mb / max(result.written, 1) * 1000:.1f} kB/episode)")
+    out = tmp / f"bayes-w{workers[0]}.jsonl"
     start = time.perf_counter()
-    result = run_teacher(TeacherSettings(backend="bayes"), "continuous", range(1000, 1000 + n), out)
-    wall = time.perf_counter() - start
-    size_mb = out.stat().st_size / 1e6
     records = read_trajectories(out).records
+    read_s = time.perf_counter() - start
     replay_check(records, out)
-    print(f"(a) bayes teacher: {result.written} episodes in {wall:.2f} s = {result.written / wall:.1f} episodes/s "
-          f"({size_mb:.1f} MB JSONL, {size_mb / max(result.written, 1) * 1000:.1f} kB/episode; "
-          f"read back and replay-checked: {len(records)})")
+    same = all(data == files[workers[0]] for data in files.values())
+    print(f"    read back in {read_s:.2f} s and replay-checked: {len(records)}; "
+          f"files identical across worker counts: {same}")
+
+
+def stages(tmp: Path, seeds: str) -> None:
+    from rhythm_core.stages import dataset_stage, reeval_stage, teacher_stage
+
+    timings = {}
+    start = time.perf_counter()
+    traj = teacher_stage(TeacherSettings(), "continuous", seeds, tmp / "lineage")
+    timings["teacher stage"] = time.perf_counter() - start
+    start = time.perf_counter()
+    reeval_stage(traj["path"], "v3", tmp / "lineage")
+    timings["re-grade report"] = time.perf_counter() - start
+    start = time.perf_counter()
+    data = dataset_stage(traj, tmp / "lineage")
+    timings["SFT dataset"] = time.perf_counter() - start
+    print(f"(c) the data stages on seeds {seeds} ({traj['n_episodes']} weeks; the teacher's play "
+          f"{traj['run']['wall_s']:.1f} s of its stage; dataset {data['version']}):")
+    for name, seconds in timings.items():
+        print(f"    {name:<16} {seconds:6.1f} s")
 
 
 def openai_run(server, tmp: Path, label: str, concurrency: int, seeds: range) -> float:
@@ -61,17 +93,26 @@ def openai_run(server, tmp: Path, label: str, concurrency: int, seeds: range) ->
     return rate
 
 
-def main() -> None:
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--weeks", type=int, default=1000, help="(a): Bayesian-teacher episodes per worker count")
+    p.add_argument("--workers", default="1,2", help="(a): worker process counts to compare")
+    p.add_argument("--stages", default="1000-2999", help="(c): training seeds of the data stages ('none' skips)")
+    p.add_argument("--no-openai", action="store_true", help="skip (b)")
+    args = p.parse_args(argv)
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        bayes(tmp)
-        with serve(latency=LATENCY_S) as server:
-            print(f"(b) openai backend vs local server ({server.base_url}), {LATENCY_S * 1000:.0f} ms per request, "
-                  f"{STEPS_PER_EPISODE} requests per episode:")
-            sequential = openai_run(server, tmp, "sequential", 1, range(1000, 1002))
-            parallel = openai_run(server, tmp, "concurrent", 16, range(2000, 2032))
-        print(f"    speed-up (episodes/s, concurrency 16 vs 1): {parallel / sequential:.1f}x")
+        bayes(tmp, args.weeks, [int(w) for w in args.workers.split(",")])
+        if not args.no_openai:
+            with serve(latency=LATENCY_S) as server:
+                print(f"(b) openai backend vs local server ({server.base_url}), {LATENCY_S * 1000:.0f} ms per request, "
+                      f"{STEPS_PER_EPISODE} requests per episode:")
+                sequential = openai_run(server, tmp, "sequential", 1, range(1000, 1002))
+                parallel = openai_run(server, tmp, "concurrent", 16, range(2000, 2032))
+            print(f"    speed-up (episodes/s, concurrency 16 vs 1): {parallel / sequential:.1f}x")
+        if args.stages != "none":
+            stages(tmp, args.stages)
 
 
 if __name__ == "__main__":

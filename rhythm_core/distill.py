@@ -18,7 +18,7 @@ from .stages import dataset_stage, reeval_stage, teacher_stage, train_and_publis
 from .teacher.settings import TeacherSettings
 from .training.entry import run_stage
 
-# 2,000 Bayesian-teacher weeks (teacher ~30 s, dataset ~20 s on a 2-core CPU). At 256 the recipe's
+# 2,000 Bayesian-teacher weeks (teacher ~15 s, dataset ~15 s on a 2-core CPU). At 256 the recipe's
 # student did not learn the belief; at 1,000 it learned it but stayed shy of extreme profiles (beliefs
 # pulled back towards 0.5 beyond 0.3 / 0.7, where few of its training numbers lie): 0.018-0.029 worse
 # than the teacher over three SFT seeds, 0.012-0.017 at 2,000 with the same steps (benchmarks/README.md,

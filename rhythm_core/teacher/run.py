@@ -2,9 +2,9 @@
 file and appends each complete episode as it finishes, so a crash loses only the episodes in flight,
 a restart resumes, no seed is written twice, and a cost guard stops before overspending.
 
-The Bayesian teacher (offline, free; `bayes`) plays chunks of seeds in lockstep; an OpenAI-compatible
-model (paid; `openai_client`) plays episodes concurrently, each admitted by the cost guard (`budget`)
-only if it can finish under `max_cost_usd`. Who the teacher is: `settings`; what a record holds:
+The Bayesian teacher (offline, free; `bayes`) plays chunks of seeds in lockstep, in `workers` processes
+side by side; an OpenAI-compatible model (paid; `openai_client`) plays episodes concurrently, each
+admitted by the cost guard (`budget`) only if it can finish under `max_cost_usd`. Who the teacher is: `settings`; what a record holds:
 `records` and `trajectories`.
 """
 
