@@ -2,10 +2,10 @@
 file and appends each complete episode as it finishes, so a crash loses only the episodes in flight,
 a restart resumes, no seed is written twice, and a cost guard stops before overspending.
 
-The Bayesian teacher (offline, free; `bayes`) plays chunks of seeds in lockstep, in `workers` processes
-side by side; an OpenAI-compatible model (paid; `openai_client`) plays episodes concurrently, each
-admitted by the cost guard (`budget`) only if it can finish under `max_cost_usd`. Who the teacher is: `settings`; what a record holds:
-`records` and `trajectories`.
+The Bayesian teacher (offline, free; `bayes`) plays chunks of seeds in lockstep, in `workers`
+processes side by side; an OpenAI-compatible model (paid; `openai_client`) plays episodes
+concurrently, each admitted by the cost guard (`budget`) only if it can finish under `max_cost_usd`.
+Who the teacher is: `settings`; what a record holds: `records` and `trajectories`.
 """
 
 from __future__ import annotations
@@ -142,8 +142,8 @@ def run_teacher(
     `client` injects an OpenAI-compatible async client (tests); by default one is built from the
     settings. `purpose` is stamped on every record when set ("evaluation" for the teacher's play on
     evaluation seeds, which the SFT dataset refuses). `workers`: processes the Bayesian teacher
-    plays its chunks in (the file is the same for any count). Returns counts, tokens, cost and what stopped
-    the run, if anything. A request the endpoint rejects for good raises TeacherRequestRejected
+    plays its chunks in (the file is the same for any count). Returns counts, tokens, cost and what
+    stopped the run, if anything. A request the endpoint rejects for good raises TeacherRequestRejected
     (episodes already written stay in the file).
     """
     start = time.perf_counter()
