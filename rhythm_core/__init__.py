@@ -13,5 +13,6 @@ Packages follow the lineage, lowest layer first; a package imports only those ab
 
 At the top, only what spans stages: `protocol` (prompts and answers between the env and a language
 model; imported by teacher/, data/, training/), `artifacts` (atomic publishing, the JSONL writer,
-`StageIncomplete`), `stages` (each stage as a function), `distill` (the whole recipe with presets) and `cli` (the `rhythm` command).
+`StageIncomplete`), `forked` (independent work in forked worker processes: the teacher's chunks,
+students played side by side), `stages` (each stage as a function), `distill` (the whole recipe with presets) and `cli` (the `rhythm` command).
 """

@@ -158,11 +158,12 @@ def _echo_or_fail(text: str) -> str:
 def test_students_played_side_by_side_give_the_records_of_one_after_the_other(sft_result):
     """Two plays in forked workers, one torch thread each, return what the same plays return here,
     in the order of the jobs; a worker's error is raised in the caller."""
-    from rhythm_core.training.side_by_side import run_side_by_side, side_by_side_workers
+    from rhythm_core.forked import forked_workers
+    from rhythm_core.training.side_by_side import run_side_by_side
 
     model = sft_result[0]["model_dir"]
     jobs = [(model, "ood", [10000, 10001, 10002]), (model, "continuous", [0, 1])]
-    assert side_by_side_workers(len(jobs), threads=2) == 2 and side_by_side_workers(len(jobs), threads=1) == 1
+    assert forked_workers(len(jobs), 2) == 2 and forked_workers(len(jobs), 1) == 1
     forked = run_side_by_side(_greedy_records, jobs, threads=2)
     assert [len(records) for records in forked] == [3, 2]
     assert forked == [_greedy_records(*job) for job in jobs]

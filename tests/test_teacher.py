@@ -107,13 +107,13 @@ def test_bayes_chunks_played_in_worker_processes_write_the_same_file(tmp_path, m
     from rhythm_core.teacher import bayes as bayes_module
 
     pools = []
+    forked_pool = bayes_module.forked_pool
 
-    class CountedPool(bayes_module.ProcessPoolExecutor):
-        def __init__(self, *args, **kwargs):
-            pools.append(kwargs["max_workers"])
-            super().__init__(*args, **kwargs)
+    def counted_pool(workers, *args, **kwargs):
+        pools.append(workers)
+        return forked_pool(workers, *args, **kwargs)
 
-    monkeypatch.setattr(bayes_module, "ProcessPoolExecutor", CountedPool)
+    monkeypatch.setattr(bayes_module, "forked_pool", counted_pool)
     seen = []
     one = run_teacher(bayes(), COND, range(1000, 1013), tmp_path / "one.jsonl", chunk_size=4)
     assert pools == []  # one worker: played here

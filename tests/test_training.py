@@ -123,6 +123,7 @@ def test_grpo_rewards_vary_within_groups_and_checkpoint_saves(sft_result, short_
     from transformers import AutoModelForCausalLM
 
     AutoModelForCausalLM.from_pretrained(result["model_dir"])
+    assert list((short_dataset / "sft").rglob("cache-*")) == []  # read in memory: the artifact is untouched
 
 
 def test_grpo_prompts_come_in_runs_that_share_a_step_so_one_play_scores_them():
@@ -489,6 +490,6 @@ def test_the_last_layer_at_read_positions_gives_the_loss_and_gradients_of_the_fu
 
 
 def test_training_leaves_the_published_dataset_folder_as_it_was(sft_result, short_dataset):
-    """SFT and GRPO read the dataset in memory: no datasets cache file lands in the artifact's folder
-    (the GRPO tests above read the same dataset)."""
+    """SFT (the fixture's run) reads the dataset in memory: no datasets cache file lands in the
+    artifact's folder. The GRPO test checks the same after its run."""
     assert sorted(p.name for p in (short_dataset / "sft").rglob("cache-*")) == []

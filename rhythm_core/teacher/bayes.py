@@ -3,15 +3,12 @@ lockstep in one vector env, and each decision is written as the answer a languag
 would give (its canonical JSON, parsed back), so its records have the same shape as a paid
 teacher's and train a student the same way. `bayes_chunks` plays chunks side by side in forked
 worker processes: the play and the records are pure Python and NumPy on one core, so 2,000 weeks take
-~21 s in one process and ~11 s in two on a 2-core CPU, with the same records in the same order.
+21-25 s in one process and 11-14 s in two on a 2-core CPU, with the same records in the same order.
 """
 
 from __future__ import annotations
 
-import multiprocessing
-import sys
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from itertools import repeat
 
 import numpy as np
@@ -20,6 +17,7 @@ from ..agents import BayesAgent
 from ..agents.rollout import play_lockstep
 from ..env import VectorRhythmEnv
 from ..env.spec import ACTIONS, belief_to_dict
+from ..forked import forked_pool, forked_workers
 from ..protocol import format_answer, parse_answer, render_user_prompt
 from .budget import zero_usage
 from .records import episode_record, step_record, teacher_protocol
@@ -63,15 +61,14 @@ def bayes_records(settings: TeacherSettings, condition: str, seeds: np.ndarray, 
 def bayes_chunks(settings: TeacherSettings, condition: str, seeds: Sequence[int], *, chunk_size: int = 64,
                  workers: int = 1, purpose: str | None = None) -> Iterator[list[dict]]:
     """The records of `seeds`, a chunk of `chunk_size` seeds at a time, in the order of `seeds`. With
-    `workers` > 1 the chunks are played in that many forked processes (Linux; elsewhere, or with one
-    chunk, here); the records do not depend on it."""
+    `workers` > 1 the chunks are played in up to that many forked processes (`forked_workers`); the
+    records do not depend on it."""
     chunks = [np.array(seeds[i : i + chunk_size]) for i in range(0, len(seeds), chunk_size)]
-    workers = min(workers, len(chunks))
-    if workers < 2 or sys.platform != "linux" or "fork" not in multiprocessing.get_all_start_methods():
+    workers = forked_workers(len(chunks), workers)
+    if workers < 2:
         for chunk in chunks:
             yield bayes_records(settings, condition, chunk, purpose)
         return
-    # Fork: a spawned worker would import the package again. map yields in submission order, and
-    # closing this generator early cancels the chunks not yet started.
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
+    # map yields in submission order; closing this generator early cancels the chunks not yet started
+    with forked_pool(workers) as pool:
         yield from pool.map(bayes_records, repeat(settings), repeat(condition), chunks, repeat(purpose))

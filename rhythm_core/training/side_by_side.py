@@ -6,29 +6,20 @@ does not keep two cores busy: 100 greedy weeks took 14.0 s with two torch thread
 other takes ~30 s. So work that plays several students (the gate's two students, an evaluation
 condition's players) hands each to a worker process with `threads // workers` torch threads.
 
-Fork, not spawn: a spawned worker would import torch and transformers again (~5 s), most of what it
-saves. A forked worker sets its torch pool to its share before it runs anything; with one thread a
-worker never enters an OpenMP parallel region, the pattern of torch's own DataLoader workers, which
-is what makes forking a process that has already run threaded torch safe. Where fork is not the
-platform's safe default (macOS, Windows) or there are not two threads to share, the calls run here,
+The workers are forked (`rhythm_core.forked`: a spawned worker would import torch and transformers
+again, ~5 s). A forked worker sets its torch pool to its share before it runs anything; with one
+thread a worker never enters an OpenMP parallel region, the pattern of torch's own DataLoader
+workers, which is what makes forking a process that has already run threaded torch safe. Where
+fork is not the platform's safe default or there are not two threads to share, the calls run here,
 one after the other. Results do not depend on the thread count: the same 100 weeks played with one
 and with two threads give identical records (tests/test_eval.py checks the side-by-side path).
 """
 
 from __future__ import annotations
 
-import multiprocessing
-import sys
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 
-
-def side_by_side_workers(jobs: int, threads: int) -> int:
-    """How many worker processes `jobs` independent calls get on `threads` torch threads: one per
-    thread, at most one per call; 1 means run them here."""
-    if sys.platform != "linux" or "fork" not in multiprocessing.get_all_start_methods():
-        return 1
-    return max(1, min(jobs, threads))
+from ..forked import forked_pool, forked_workers
 
 
 def run_side_by_side(fn: Callable, jobs: Sequence[tuple], *, threads: int | None = None) -> list:
@@ -40,11 +31,10 @@ def run_side_by_side(fn: Callable, jobs: Sequence[tuple], *, threads: int | None
         import torch
 
         threads = torch.get_num_threads()
-    workers = side_by_side_workers(len(jobs), threads)
+    workers = forked_workers(len(jobs), threads)  # one per torch thread
     if workers < 2:
         return [fn(*args) for args in jobs]
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"),
-                             initializer=_torch_threads, initargs=(max(1, threads // workers),)) as pool:
+    with forked_pool(workers, initializer=_torch_threads, initargs=(max(1, threads // workers),)) as pool:
         futures = [pool.submit(fn, *args) for args in jobs]
         return [future.result() for future in futures]
 
