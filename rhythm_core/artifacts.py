@@ -14,6 +14,8 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
+from .outputs import replaceable
+
 
 class StageIncomplete(RuntimeError):
     """The stage stopped before finishing; what it did is kept and a re-run resumes it."""
@@ -91,21 +93,40 @@ def staging_dir(final_parent) -> Path:
     return Path(tempfile.mkdtemp(dir=parent, prefix=".staging-"))
 
 
+def _missing_ancestors(path: Path) -> list[Path]:
+    """`path` and its parents that do not exist yet, deepest first."""
+    missing = []
+    for p in (path, *path.absolute().parents):
+        if p.exists():
+            break
+        missing.append(p)
+    return missing
+
+
 @contextmanager
 def staging(final_parent):
-    """A staging directory that is removed if the block fails (a published one has moved away)."""
+    """A staging directory that is removed if the block fails (a published one has moved away),
+    together with the folders it created that stayed empty: a failed run leaves no trace."""
+    created = _missing_ancestors(Path(final_parent))
     path = staging_dir(final_parent)
     try:
         yield path
     except BaseException:
         shutil.rmtree(path, ignore_errors=True)
+        for folder in created:
+            try:
+                folder.rmdir()  # only if still empty
+            except OSError:
+                break
         raise
 
 
-def publish_dir(staged, final) -> Path:
-    """Move a fully written staging directory to `final` in one rename. If `final` exists it is
-    replaced only now, after the new version is complete (the old one is removed last)."""
+def publish_dir(staged, final, *, kind: str, overwrite: bool = False) -> Path:
+    """Move a fully written staging directory to `final` in one rename. An existing `final` is
+    replaced only now, after the new version is complete (the old one is removed last), and only
+    when it is a `kind` artifact, empty, or `overwrite` is set (`outputs.replaceable`)."""
     staged, final = Path(staged), Path(final)
+    replaceable(final, kind, overwrite=overwrite)
     final.parent.mkdir(parents=True, exist_ok=True)
     if final.exists():
         old = final.with_name(f".old-{final.name}-{os.getpid()}")

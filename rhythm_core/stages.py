@@ -63,7 +63,7 @@ def teacher_stage(settings: TeacherSettings, condition: str, seeds_spec: str, ro
         else:
             write_jsonl(path, records)
         version = sha256_file(path)[:16]
-        final = publish_dir(staged, stage_root / version)
+        final = publish_dir(staged, stage_root / version, kind="teacher_trajectories")
     batch = to_episode_batch(records, condition)
     steps = sum(len(r["steps"]) for r in records)
     invalid = sum(sum(r["invalid"]) for r in records)
@@ -85,7 +85,7 @@ def reeval_stage(trajectories_path, grader: str, root, *, compare_grader: str = 
     with staging(stage_root) as staged:
         write_report(report, staged)
         version = sha256_file(staged / "report.json")[:16]
-        final = publish_dir(staged, stage_root / version)
+        final = publish_dir(staged, stage_root / version, kind="reeval_report")
     return {
         "dir": str(final), "version": version, "grader": grader, "graders": report.graders,
         "teacher": report.teacher, "n_episodes": len(records),
@@ -160,7 +160,7 @@ def publish_checkpoint(staged, root, stage: str) -> dict:
     for w in weights:
         digest.update(sha256_file(w).encode())
     version = digest.hexdigest()[:16]
-    final = publish_dir(staged, Path(root) / stage / version)
+    final = publish_dir(staged, Path(root) / stage / version, kind="checkpoint")
     result = rebase_paths(result, staged, final)
     write_result(final, result)
     return {**result, "version": version, "path": str(final)}

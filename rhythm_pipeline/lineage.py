@@ -136,16 +136,41 @@ def format_chain(chain: list[dict]) -> str:
 def main(asset: str) -> int:
     from rhythm_pipeline.definitions import defs
 
+    keys = defs.resolve_asset_graph().get_all_asset_keys()
+    if dg.AssetKey(asset) not in keys:  # before opening the instance, which may create files
+        raise ValueError(f"unknown asset {asset!r}; assets: {', '.join(sorted(k.to_user_string() for k in keys))}")
     print(format_chain(lineage_chain(asset, dg.DagsterInstance.get(), defs)))
     return 0
 
 
+def _check_dagster_home() -> None:
+    import os
+
+    home = os.environ.get("DAGSTER_HOME")
+    if not home:
+        raise ValueError("DAGSTER_HOME is not set: point it at the Dagster instance folder whose runs to read "
+                         "(the demo's is ./dagster_home)")
+    if not Path(home).is_dir():
+        raise ValueError(f"DAGSTER_HOME {home}: no such folder (the demo's instance is ./dagster_home)")
+
+
 def cli(argv: list[str]) -> int:
     """`rhythm lineage ASSET` (entry point "rhythm.commands": lineage, so rhythm_core.cli offers it
-    without importing Dagster)."""
+    without importing Dagster). A mistake (no instance, an unknown asset) is one line and exit 2."""
     import argparse
+    import os
+    import sys
 
     parser = argparse.ArgumentParser(prog="rhythm lineage",
                                      description="print the chain from teacher data to an asset (reads $DAGSTER_HOME)")
     parser.add_argument("asset", help="asset key, e.g. eval_results")
-    return main(parser.parse_args(argv).asset)
+    parser.add_argument("--debug", action="store_true", help="show the traceback of a mistake too (also RHYTHM_DEBUG=1)")
+    args = parser.parse_args(argv)
+    try:
+        _check_dagster_home()
+        return main(args.asset)
+    except ValueError as exc:
+        if args.debug or os.environ.get("RHYTHM_DEBUG", "") not in ("", "0"):
+            raise
+        print(f"rhythm lineage: error: {exc}", file=sys.stderr)
+        return 2

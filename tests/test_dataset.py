@@ -469,6 +469,7 @@ def test_publish_puts_the_previous_version_back_if_the_final_rename_fails(tmp_pa
     final, staged = tmp_path / "v1", tmp_path / ".staging-x"
     final.mkdir()
     (final / "data").write_text("old")
+    (final / "provenance.json").write_text("{}")  # an sft_dataset: ours to replace
     staged.mkdir()
     (staged / "data").write_text("new")
     real_replace, calls = os.replace, []
@@ -481,7 +482,7 @@ def test_publish_puts_the_previous_version_back_if_the_final_rename_fails(tmp_pa
 
     monkeypatch.setattr(os, "replace", replace)
     with pytest.raises(OSError, match="device busy"):
-        publish_dir(staged, final)
+        publish_dir(staged, final, kind="sft_dataset")
     assert (final / "data").read_text() == "old" and (staged / "data").read_text() == "new"
 
 

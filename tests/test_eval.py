@@ -251,7 +251,7 @@ def test_corrupt_checkpoint_fails_clearly_and_publishes_nothing(tmp_path):
     (bad / "config.json").write_text("{ not json")
     with pytest.raises(CheckpointError, match=str(bad)):
         eval_rollouts_stage({"student": str(bad)}, SEEDS, tmp_path / "root")
-    assert not list((tmp_path / "root" / "eval_rollouts").iterdir())
+    assert not (tmp_path / "root").exists()  # the folders the failed run created are gone too
     with pytest.raises(CheckpointError, match="not a model checkpoint"):
         LLMPolicyAgent.from_checkpoint(tmp_path)
 

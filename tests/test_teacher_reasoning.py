@@ -122,7 +122,7 @@ def test_an_explicit_value_the_endpoint_rejects_fails_fast_with_the_servers_mess
         count = server.request_count
     assert message in str(info.value) and "HTTP 400" in str(info.value) and "'gpt-5.4'" in str(info.value)
     assert count == 1  # no retry, no second episode: the first request failed the run
-    assert not (tmp_path / "t.jsonl").read_bytes()
+    assert not (tmp_path / "t.jsonl").exists()  # nothing written, no empty file left
 
 
 def test_a_supported_reasoning_effort_is_sent(tmp_path):

@@ -14,7 +14,7 @@ import polars as pl
 
 from ..agents import get_agent
 from ..agents.rollout import rollout
-from ..artifacts import atomic_write_json, atomic_write_text
+from ..artifacts import atomic_write_json, atomic_write_text, publish_dir, staging
 from ..graders import get_grader, mean_ci95
 from ..teacher.trajectories import read_trajectories, to_episode_batch
 
@@ -120,10 +120,15 @@ def write_report(report: ReevalReport, out_dir) -> dict:
             "per_condition": str(out / "per_condition.parquet"), "json": str(out / "report.json")}
 
 
-def reeval_file(jsonl, grader: str, out_dir, *, compare_grader: str = "v2") -> ReevalReport:
+def reeval_file(jsonl, grader: str, out_dir, *, compare_grader: str = "v2", overwrite: bool = False) -> ReevalReport:
+    """Re-grade a trajectory file into the folder `out_dir`, written beside it and renamed into place
+    (an existing folder is replaced only if it is an earlier report, empty, or `overwrite` is set)."""
     records = read_trajectories(jsonl, allow_truncated_tail=False).records
     report = reeval_records(records, grader, compare_grader=compare_grader)
-    write_report(report, out_dir)
+    out_dir = Path(out_dir)
+    with staging(out_dir.parent) as staged:
+        write_report(report, staged)
+        publish_dir(staged, out_dir, kind="reeval_report", overwrite=overwrite)
     return report
 
 

@@ -247,7 +247,7 @@ def eval_results_stage(rollouts_dir, grader: str, root, *, provenance: dict | No
         atomic_write_text(staged / "eval_results.md", markdown)
         plot_results(results, staged)
         version = hashlib.sha256((staged / "eval_results.json").read_bytes()).hexdigest()[:16]
-        final = publish_dir(staged, stage_root / version)
+        final = publish_dir(staged, stage_root / version, kind="eval_results")
     return {"dir": str(final), "version": version, "json": str(final / "eval_results.json"),
             "final_scores_png": str(final / "final_scores.png"),
             "belief_accuracy_png": str(final / "belief_accuracy.png"), "markdown": markdown, "results": results}

@@ -123,7 +123,7 @@ def publish_rollouts(staged, root, *, checkpoints: dict[str, str], seeds: dict[s
                 "provenance": provenance or {}}
     digest = hashlib.sha256(json.dumps(manifest, sort_keys=True, default=str).encode()).hexdigest()[:16]
     atomic_write_json(Path(staged) / "manifest.json", manifest)
-    final = publish_dir(staged, Path(root) / "eval_rollouts" / digest)
+    final = publish_dir(staged, Path(root) / "eval_rollouts" / digest, kind="eval_rollouts")
     return {"dir": str(final), "version": digest, "manifest": manifest}
 
 

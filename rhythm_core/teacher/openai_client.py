@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 
 from ..env import RhythmEnv
 from ..env.spec import BELIEF_DIMS, STEPS_PER_EPISODE
+from ..errors import UserError
 from ..protocol import ANSWER_RESPONSE_FORMAT, fallback_action, parse_answer, render_conversation
 from .budget import CostBudget, add_usage, zero_usage
 from .records import episode_record, step_record, teacher_protocol
@@ -57,9 +58,13 @@ class TeacherRequestError(RuntimeError):
     goes on."""
 
 
-class TeacherRequestRejected(ValueError):
+class TeacherRequestRejected(UserError, ValueError):
     """The endpoint refused a request in a way no change of parameters fixes (HTTP 4xx): the run
     stops at once with the server's own message; episodes already written are kept."""
+
+
+class EndpointUnreachable(TeacherRequestRejected):
+    """No connection to the endpoint could be made within the run's connect budget."""
 
 
 def request_messages(history, answers: Sequence[str], prompt_format: str = "table") -> list[dict]:
@@ -79,13 +84,14 @@ def make_client(settings: TeacherSettings):
     """The async OpenAI (or Azure OpenAI) client. Retries are ours (counted, Retry-After honoured)."""
     import openai
 
+    settings.check_credentials()
     if settings.backend == "azure":
         return openai.AsyncAzureOpenAI(
             azure_endpoint=settings.azure_endpoint, api_version=settings.azure_api_version,
             api_key=settings.api_key, max_retries=0, timeout=settings.request_timeout_s,
         )
     return openai.AsyncOpenAI(
-        base_url=settings.base_url, api_key=settings.api_key or "not-needed", max_retries=0,
+        base_url=settings.base_url, api_key=settings.api_key or "no-key", max_retries=0,  # a local server (check_credentials)
         timeout=settings.request_timeout_s,
     )
 
@@ -221,6 +227,7 @@ class OpenAIRunner:
         self.shape = RequestShape.initial(settings)
         self._probe = asyncio.Lock()  # one request at a time until the shape is confirmed
         self.rejected: TeacherRequestRejected | None = None  # once set, no further request is sent
+        self.unreachable_since: float | None = None  # first connection failure since the last answer
 
     def _kwargs(self, messages: list[dict], seed: int, budget: int) -> dict:
         s, shape = self.settings, self.shape
@@ -244,11 +251,34 @@ class OpenAIRunner:
         status = getattr(exc, "status_code", "?")
         where = "".join(f", {k} {v!r}" for k, v in (("param", param), ("code", code)) if v)
         hint = _HINTS.get(param, "")
+        if status in (401, 403):
+            hint = f"check the API key in {self.settings.api_key_env} (--api-key-env names another variable)"
         if param in self.shape.learned:
             hint = f"{param} was already adapted once in this run"
         return TeacherRequestRejected(
             f"the {self.settings.backend} endpoint rejected the request for model {self.settings.model!r} "
             f"({_request_label(seed)}; HTTP {status}{where}): {message}" + (f" [{hint}]" if hint else ""))
+
+    def _connect_budget_left(self, exc, seed: int) -> float | None:
+        """Seconds left before an endpoint that cannot be reached at all fails the whole run (None for
+        other transient errors); one budget for the run, not retries per episode."""
+        import openai
+
+        if not isinstance(exc, openai.APIConnectionError) or isinstance(exc, openai.APITimeoutError):
+            return None
+        now = time.monotonic()
+        if self.unreachable_since is None:
+            self.unreachable_since = now
+        left = self.settings.connect_budget_s - (now - self.unreachable_since)
+        if left <= 0:
+            where = self.settings.azure_endpoint if self.settings.backend == "azure" else self.settings.base_url
+            if self.rejected is None:
+                self.rejected = EndpointUnreachable(
+                    f"cannot reach the {self.settings.backend} endpoint {where or 'https://api.openai.com/v1'} "
+                    f"({type(exc).__name__}: {exc}) for {self.settings.connect_budget_s:g} s "
+                    f"({_request_label(seed)}); check --base-url, or raise --connect-budget")
+            raise self.rejected
+        return left
 
     async def chat(self, messages: list[dict], seed: int) -> tuple[str, dict]:
         """One answer. Until the first answer arrives requests go one at a time, so a parameter the
@@ -283,12 +313,15 @@ class OpenAIRunner:
                 response = await self.client.chat.completions.create(**self._kwargs(messages, seed, budget))
             except self.retryable as exc:
                 self.budget.settle(estimate, 0.0)
+                wait_left = self._connect_budget_left(exc, seed)
                 if attempt == s.max_retries:
                     raise TeacherRequestError(f"{_request_label(seed)}: gave up after {s.max_retries} retries: "
                                               f"{type(exc).__name__}: {exc}") from None
                 delay = _retry_after(exc)
                 if delay is None:
                     delay = min(s.backoff_cap_s, s.backoff_base_s * 2**attempt) * (0.5 + self.rng.random())
+                if wait_left is not None:
+                    delay = min(delay, wait_left)
                 attempt += 1
                 self.retries += 1
                 usage["retries"] += 1
@@ -309,6 +342,7 @@ class OpenAIRunner:
             except BaseException:
                 self.budget.settle(estimate, 0.0)
                 raise
+            self.unreachable_since = None
             used = _read_usage(response.usage)
             add_usage(usage, used)
             self.budget.settle(estimate, self.budget.usage_cost(used))

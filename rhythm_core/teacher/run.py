@@ -152,7 +152,7 @@ def run_teacher(
         raise ValueError("the seed list repeats a seed")
     on_episode = on_episode or (lambda record: None)
     log = log or (lambda message: None)
-    with TrajectoryWriter(out_path) as writer:
+    with TrajectoryWriter(out_path, teacher_id=settings.teacher_id, purpose=purpose) as writer:
         if writer.dropped_tail:
             log(f"{out_path}: dropped an incomplete last line left by an interrupted run; redoing that episode")
         todo = [s for s in seeds if not writer.has(condition, s)]

@@ -12,8 +12,14 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from urllib.parse import urlparse
 
+from ..errors import UserError
 from ..protocol import PROMPT_FORMATS
+
+
+class MissingAPIKey(UserError, ValueError):
+    """A paid teacher backend was asked for without its API key."""
 
 BAYES_MODEL = "bayes-kalman-1"
 
@@ -50,7 +56,9 @@ class TeacherSettings:
     azure_endpoint: str | None = None
     azure_api_version: str = "2024-10-21"
     concurrency: int = 8
+    api_key_env: str = "OPENAI_API_KEY"  # the variable the key comes from, named in errors (never the key)
     request_timeout_s: float = 60.0
+    connect_budget_s: float = 30.0  # the run fails once the endpoint stayed unreachable this long
     max_retries: int = 6  # per request, on 429, 5xx, timeouts and connection errors
     backoff_base_s: float = 1.0
     backoff_cap_s: float = 60.0
@@ -73,6 +81,20 @@ class TeacherSettings:
             raise ValueError(f"the {self.backend} teacher backend needs a model name")
         if self.concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")
+        for name in ("request_timeout_s", "connect_budget_s"):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value <= 0:
+                raise ValueError(f"{name} must be a number of seconds > 0, got {value}")
+        if self.max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
+        if self.temperature is not None and not (math.isfinite(self.temperature) and 0 <= self.temperature <= 2):
+            raise ValueError(f"temperature must be between 0 and 2 (or unset), got {self.temperature}")
+        if self.max_cost_usd is not None and not (math.isfinite(self.max_cost_usd) and self.max_cost_usd > 0):
+            raise ValueError(f"max_cost_usd must be a number of dollars > 0 (or unset), got {self.max_cost_usd}")
+        if self.backend == "azure" and not self.azure_endpoint:
+            raise ValueError("the azure teacher backend needs azure_endpoint (https://<resource>.openai.azure.com)")
+        if self.base_url is not None and not re.match(r"^https?://[^/\s]+", self.base_url):
+            raise ValueError(f"base_url must be an http(s) URL such as http://127.0.0.1:8000/v1, got {self.base_url!r}")
         if self.reasoning_effort is not None and self.reasoning_effort not in REASONING_EFFORTS:
             raise ValueError(f"reasoning_effort {self.reasoning_effort!r} is not one of {', '.join(REASONING_EFFORTS)} "
                              "(or unset)")
@@ -87,6 +109,19 @@ class TeacherSettings:
             value = getattr(self, name)
             if value is not None and (not math.isfinite(value) or value < 0):
                 raise ValueError(f"{name} must be a finite number >= 0, got {value}")
+
+    @property
+    def local_endpoint(self) -> bool:
+        """Whether the endpoint is a server on this machine (vLLM, a test server), which may need no key."""
+        host = urlparse(self.base_url).hostname if self.base_url else None
+        return host in ("localhost", "::1") or bool(host and host.startswith("127."))
+
+    def check_credentials(self) -> None:
+        """Refuse a paid backend without its key before any request, naming the variable to set."""
+        if self.backend != "bayes" and not self.api_key and not self.local_endpoint:
+            where = self.azure_endpoint if self.backend == "azure" else (self.base_url or "https://api.openai.com/v1")
+            raise MissingAPIKey(f"the {self.backend} teacher at {where} needs an API key: set {self.api_key_env} "
+                                "(or name another variable with --api-key-env)")
 
     @property
     def reasoning_model(self) -> bool:

@@ -40,12 +40,13 @@ from ..env import VectorRhythmEnv
 from ..env.conditions import CONDITIONS, check_seed
 from ..env.episode import EpisodeBatch
 from ..env.spec import ACTION_INDEX, ACTIONS, BELIEF_DIMS, ENV_VERSION, METERS, STEPS_PER_EPISODE
+from ..errors import UserError
 
 SCHEMA = "rhythm-trajectory-1"
 _REQUIRED = ("schema", "env_version", "condition", "seed", "teacher", "steps", "actions", "beliefs", "invalid", "meters")
 
 
-class TrajectoryError(ValueError):
+class TrajectoryError(UserError, ValueError):
     """A trajectory file or line is malformed; the message names the file and line."""
 
 
@@ -165,27 +166,52 @@ def to_episode_batch(records: list[dict], condition: str, agent: str = "teacher"
     return EpisodeBatch.from_records(condition, [r for r in records if r["condition"] == condition], agent)
 
 
+def check_resumable(path, *, teacher_id: str | None = None, purpose: str | None = None) -> TrajectoryFile:
+    """Read an existing trajectory file that a run is about to extend, refusing one it must not touch:
+    a file that is not trajectory records (a cut last line is a crash's leftover only if it starts a
+    record), or records of another teacher or purpose (evaluation play never mixes with training data)."""
+    existing = read_trajectories(path)
+    if existing.truncated_tail:
+        with open(path, "rb") as fh:
+            fh.seek(existing.complete_bytes)
+            head = fh.read(2)
+        if head != b'{"':
+            raise TrajectoryError(f"{path}: the last line is not a trajectory record; this is not a teacher "
+                                  "trajectory file (refusing to change it)")
+    for line_no, record in enumerate(existing.records, start=1):
+        if purpose is not None or teacher_id is not None:
+            found = record.get("purpose") or "training"
+            if found != (purpose or "training"):
+                raise TrajectoryError(f"{path}, line {line_no}: holds {found} records; this run writes "
+                                      f"{purpose or 'training'} records (use another file)")
+        played_by = (record.get("teacher") or {}).get("id")
+        if teacher_id is not None and played_by != teacher_id:
+            raise TrajectoryError(f"{path}, line {line_no}: was played by teacher {played_by!r}, not {teacher_id!r} "
+                                  "(use another file)")
+    return existing
+
+
 class TrajectoryWriter:
     """Appends complete episodes to a JSONL file, resuming what is already there.
 
-    Opening cuts an incomplete tail left by a crash (reported in `dropped_tail`), keeps every
-    complete line, and refuses a seed that is already written.
+    Opening checks that an existing file is a trajectory file of the same kind (every record's
+    teacher id and purpose equal `teacher_id` and `purpose`, when given), cuts an incomplete tail left
+    by a crash (reported in `dropped_tail`), keeps every complete line, and refuses a seed that is
+    already written. A new file is created at the first write, so a run that writes nothing leaves none.
     """
 
-    def __init__(self, path):
+    def __init__(self, path, *, teacher_id: str | None = None, purpose: str | None = None):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self.dropped_tail = False
+        self._fh = None
+        self._written = set()
         if self.path.exists():
-            existing = read_trajectories(self.path)
+            existing = check_resumable(self.path, teacher_id=teacher_id, purpose=purpose)
             if existing.truncated_tail:
                 with open(self.path, "r+b") as fh:
                     fh.truncate(existing.complete_bytes)
                 self.dropped_tail = True
             self._written = {(r["condition"], r["seed"]) for r in existing.records}
-        else:
-            self._written = set()
-        self._fh = open(self.path, "ab")
 
     def has(self, condition: str, seed: int) -> bool:
         return (condition, int(seed)) in self._written
@@ -202,6 +228,9 @@ class TrajectoryWriter:
             if key in self._written or key in keys:
                 raise TrajectoryError(f"{self.path}: seed {record['seed']} ({record['condition']}) is already written")
             keys.add(key)
+        if self._fh is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._fh = open(self.path, "ab")
         for record in records:
             self._fh.write(jsonl_line(record).encode())  # one write per line
         self._fh.flush()
@@ -209,7 +238,8 @@ class TrajectoryWriter:
         self._written.update(keys)
 
     def close(self) -> None:
-        self._fh.close()
+        if self._fh is not None:
+            self._fh.close()
 
     def __enter__(self) -> TrajectoryWriter:
         return self

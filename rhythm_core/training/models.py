@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..errors import UserError
+
 TINY = "tiny"
 
 
@@ -14,7 +16,7 @@ def device_name() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-class CheckpointError(ValueError):
+class CheckpointError(UserError, ValueError):
     """A checkpoint path or id that cannot be loaded; the message names it and says why."""
 
 

@@ -26,7 +26,9 @@ class TeacherResource(dg.ConfigurableResource):
     azure_endpoint: str | None = _TEACHER.azure_endpoint
     azure_api_version: str = _TEACHER.azure_api_version
     concurrency: int = _TEACHER.concurrency
+    api_key_env: str = _TEACHER.api_key_env  # the variable api_key comes from, named when it is missing
     request_timeout_s: float = _TEACHER.request_timeout_s
+    connect_budget_s: float = _TEACHER.connect_budget_s  # fail once the endpoint stayed unreachable this long
     max_retries: int = _TEACHER.max_retries
     max_invalid_reasks: int = _TEACHER.max_invalid_reasks
     max_length_reasks: int = _TEACHER.max_length_reasks
