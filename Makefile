@@ -18,13 +18,17 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[dev,postgres]"
 	touch $(STAMP)
 
-export DAGSTER_HOME := $(CURDIR)/dagster_home
+# A DAGSTER_HOME the user exported is kept; the embedded default instance otherwise.
+DAGSTER_HOME ?= $(CURDIR)/dagster_home
+export DAGSTER_HOME
+UI_PORT ?= 3000
 
 demo: $(STAMP)
 	$(BIN)/python -m rhythm_pipeline.demo
 
+# dagster dev in its own process group: Ctrl-C or SIGTERM stops all of it (rhythm_pipeline/ui.py).
 ui: $(STAMP)
-	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+	$(BIN)/python -m rhythm_pipeline.ui --port $(UI_PORT)
 
 # The MLflow UI on the embedded instance's tracking store (training and evaluation runs, the
 # rhythm-student registry), where the assets log by default: http://127.0.0.1:5000.
