@@ -1,7 +1,8 @@
 """Settings fixed when the definitions load.
 
-RHYTHM_GRADER picks the active grader (default v3). Its version string is part of the code version
-of every asset that grades, so switching graders marks exactly those assets unsynced.
+RHYTHM_GRADER picks the active grader (default v3). Its name and the hash of the graders' code are
+part of the code version of every asset that grades, so switching graders (or editing one) marks
+exactly those assets unsynced. Every asset's code version is computed from the code (`code_version`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from rhythm_core.code_version import grader_version, source_hash
 from rhythm_core.graders import GRADERS
 
 ACTIVE_GRADER = os.environ.get("RHYTHM_GRADER", "v3")
@@ -32,3 +34,15 @@ def artifact_root(context) -> Path:
     root = Path(override) if override else Path(context.instance.storage_directory()) / "rhythm"
     root.mkdir(parents=True, exist_ok=True)
     return root
+
+
+def code_version(name: str, *runs, config: type[dg.Config] | None = None, grader: str | None = None,
+                 **extra) -> str:
+    """`<name>-<hash>`: the hash of the normalised source of every rhythm_core module that `runs` (the
+    functions an asset calls, or module names, for code that only its subprocess imports) import,
+    and of `config`'s defaults and `extra`; a grading asset adds `|grader=<name>:<hash>`. A change to
+    what runs marks the asset unsynced; a comment or docstring does not."""
+    modules = {run if isinstance(run, str) else run.__module__ for run in runs}
+    defaults = config().model_dump() if config is not None else {}
+    version = f"{name}-{source_hash(modules, {'defaults': defaults, **extra})}"
+    return version + (f"|grader={grader_version(grader)}" if grader else "")

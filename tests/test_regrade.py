@@ -23,8 +23,10 @@ SMALL = {"ops": {
 GRADING = {"reeval_report", "eval_results"}
 
 
-def ops(home: Path, artifacts: Path, grader: str, *args: str) -> dict:
+def ops(home: Path, artifacts: Path, grader: str, *args: str, pythonpath: Path | None = None) -> dict:
     env = {**os.environ, "DAGSTER_HOME": str(home), "RHYTHM_ARTIFACTS": str(artifacts), "RHYTHM_GRADER": grader}
+    if pythonpath is not None:  # the packages of an edited checkout
+        env["PYTHONPATH"] = str(pythonpath)
     out = subprocess.run([sys.executable, "-m", "rhythm_pipeline.ops", *args], cwd=REPO, env=env,
                          capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -44,6 +46,20 @@ def test_grader_switch_marks_and_regrades_only_the_grading_assets(tmp_path):
 
     status = ops(home, artifacts, "v2", "status")
     assert {asset for asset, s in status.items() if s != "FRESH"} == GRADING
+
+    # A user's edit to training code: the training assets and everything below them are unsynced,
+    # nothing above; a comment-only edit leaves everything fresh (code versions come from the code).
+    from tests.test_code_version import clone, edit_function
+
+    edited = clone(tmp_path / "edited")
+    edit_function(edited / "rhythm_core" / "training" / "sft.py", "run_sft", "assert out is not None")
+    status = ops(home, artifacts, "v3", "status", pythonpath=edited)
+    assert {asset for asset, s in status.items() if s != "FRESH"} == {
+        "sft_checkpoint", "grpo_checkpoint", "eval_rollouts", "eval_results", "registered_student"}, status
+    commented = clone(tmp_path / "commented")
+    sft = commented / "rhythm_core" / "training" / "sft.py"
+    sft.write_text("# only a comment\n" + sft.read_text())
+    assert set(ops(home, artifacts, "v3", "status", pythonpath=commented).values()) == {"FRESH"}
 
     regrade = ops(home, artifacts, "v2", "run", "regrade")
     assert regrade["success"]

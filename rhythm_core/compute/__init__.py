@@ -1,9 +1,7 @@
-"""Remote compute backends for the training entry point (no Dagster here).
+"""Where training runs (no Dagster here): the CPU threads a process may use (`threads`) and
+Hugging Face Jobs (`hf_jobs`, which ships `hf_job_script` as the job's script; that script imports
+nothing from rhythm_core).
 
-May import `training` (the entry point it runs) and `artifacts`. `hf_job_script` is the script a
-Hugging Face job runs (`hf_jobs` ships its source); it imports nothing from rhythm_core.
+May import `training` (the entry point it runs) and `artifacts`. Nothing is imported here, so a stage
+that only needs `threads` does not load (or depend on) the Hugging Face Jobs client.
 """
-
-from .hf_jobs import HFJobError, HFJobSpec, build_wheel, render_job_script, run_training_job
-
-__all__ = ["HFJobError", "HFJobSpec", "build_wheel", "render_job_script", "run_training_job"]

@@ -13,7 +13,7 @@ from rhythm_core.protocol import DEFAULT_PROMPT_FORMAT, DEFAULT_REASONING
 from rhythm_core.stages import dataset_stage, reeval_stage, teacher_stage
 from rhythm_pipeline.defs.resources import HubResource, TeacherResource
 from rhythm_pipeline.lineage import lineage_metadata, versioned_output
-from rhythm_pipeline.settings import ACTIVE_GRADER, GRADING_AUTOMATION, GRADING_TAGS, artifact_root
+from rhythm_pipeline.settings import ACTIVE_GRADER, GRADING_AUTOMATION, GRADING_TAGS, artifact_root, code_version
 
 
 class TeacherTrajectoriesConfig(dg.Config):
@@ -25,7 +25,7 @@ class TeacherTrajectoriesConfig(dg.Config):
 
 @dg.asset(
     group_name="data",
-    code_version=f"teacher-2|{ENV_VERSION}",  # 2: reasoning models, billed usage, prompt format
+    code_version=code_version("teacher", teacher_stage, config=TeacherTrajectoriesConfig, env=ENV_VERSION),
     kinds={"python", "jsonl"},
     description=(
         "Teacher episodes, one JSON line per episode: every step's rendered prompt, the teacher's raw "
@@ -72,7 +72,7 @@ def teacher_trajectories(context: dg.AssetExecutionContext, config: TeacherTraje
 
 @dg.asset(
     group_name="data",
-    code_version=f"reeval-2|grader={ACTIVE_GRADER}",
+    code_version=code_version("reeval", reeval_stage, grader=ACTIVE_GRADER),
     tags=GRADING_TAGS,
     automation_condition=GRADING_AUTOMATION,
     kinds={"python", "polars"},
@@ -132,7 +132,7 @@ def _readout_metadata(fit: dict | None) -> dict:
 
 @dg.asset(
     group_name="data",
-    code_version="sft-dataset-3",  # 3: the recipe's format by default, the read-out fitted on the records
+    code_version=code_version("sft-dataset", dataset_stage, config=SftDatasetConfig),
     kinds={"python", "huggingface"},
     description=(
         "A Hugging Face DatasetDict in the conversational format. prompt_format chat (default): one example "

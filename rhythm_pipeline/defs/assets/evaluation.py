@@ -23,7 +23,7 @@ from rhythm_pipeline.defs.executor import PARALLEL_TORCH_TAGS, step_thread_budge
 from rhythm_pipeline.defs.resources import TeacherResource
 from rhythm_pipeline.defs.tracking import TrackingResource
 from rhythm_pipeline.lineage import lineage_metadata, png_metadata, versioned_output
-from rhythm_pipeline.settings import ACTIVE_GRADER, GRADING_AUTOMATION, GRADING_TAGS, artifact_root
+from rhythm_pipeline.settings import ACTIVE_GRADER, GRADING_AUTOMATION, GRADING_TAGS, artifact_root, code_version
 
 
 class EvalRolloutsConfig(dg.Config):
@@ -123,7 +123,8 @@ def publish_eval_rollouts(context: dg.OpExecutionContext, plan: dict, continuous
     })
 
 
-EVAL_ROLLOUTS_CODE_VERSION = "eval-rollouts-3"  # 3: the headline student from GRPO's validation gate
+EVAL_ROLLOUTS_CODE_VERSION = code_version("eval-rollouts", play_condition, publish_rollouts, play_teacher_on_eval_seeds,
+                                          config=EvalRolloutsConfig)
 
 
 def _eval_config(config: dict) -> dict:
@@ -153,7 +154,7 @@ def eval_rollouts(grpo_checkpoint: dict, sft_checkpoint: dict):
 
 @dg.asset(
     group_name="evaluation",
-    code_version=f"eval-results-2|grader={ACTIVE_GRADER}",
+    code_version=code_version("eval-results", eval_results_stage, append_history, grader=ACTIVE_GRADER),
     tags=GRADING_TAGS,
     automation_condition=GRADING_AUTOMATION,
     kinds={"python"},

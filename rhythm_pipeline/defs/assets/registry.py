@@ -11,7 +11,7 @@ from rhythm_core.evaluation.results import load_results
 from rhythm_core.tracking.registry import headline_student, register_student, student_summaries
 from rhythm_pipeline.defs.tracking import TrackingResource
 from rhythm_pipeline.lineage import lineage_metadata, versioned_output
-from rhythm_pipeline.settings import GRADING_AUTOMATION, GRADING_TAGS
+from rhythm_pipeline.settings import GRADING_AUTOMATION, GRADING_TAGS, code_version
 
 
 def asset_graph(context: dg.AssetExecutionContext):
@@ -62,7 +62,7 @@ def blocking_checks(context: dg.AssetExecutionContext) -> dict[str, dict]:
 
 @dg.asset(
     group_name="evaluation",
-    code_version="registered-student-1",
+    code_version=code_version("registered-student", register_student, load_results),
     # Re-decided when the grades change: the regrade job (assets tagged rhythm/grades) includes it. It
     # does not grade, so its code version holds no grader: a grader change leaves it synced.
     tags=GRADING_TAGS,

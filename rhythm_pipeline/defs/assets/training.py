@@ -13,7 +13,7 @@ from rhythm_core.training.sft import SFTRunConfig
 from rhythm_pipeline.defs.resources import ComputeResource, HubResource
 from rhythm_pipeline.defs.tracking import TrackingResource
 from rhythm_pipeline.lineage import lineage_metadata, png_metadata, versioned_output
-from rhythm_pipeline.settings import artifact_root
+from rhythm_pipeline.settings import artifact_root, code_version
 
 
 def launchpad_config(name: str, run_config: type, *, rename: dict[str, str] | None = None, **extra) -> type[dg.Config]:
@@ -69,7 +69,7 @@ def _compute_metadata(result: dict, compute: ComputeResource) -> dict:
 
 @dg.asset(
     group_name="training",
-    code_version="sft-7",  # 3: the recipe (two phases, the tiny model with numeric embeddings and 8 heads); 4: numbers and the text between them as tokenizer chunks; 5: the output layer on labelled positions only (same math, other rounding); 6: role headers as one token; 7: the last layer at the positions the loss reads (same math, other rounding)
+    code_version=code_version("sft", "rhythm_core.training.sft", train_and_publish, config=SftCheckpointConfig),
     kinds={"pytorch", "huggingface"},
     description=(
         "The distilled student: TRL SFT on sft_dataset with the loss on the assistant turn only. The default "
@@ -119,7 +119,7 @@ def _validation_metadata(validation: dict | None) -> dict:
 
 @dg.asset(
     group_name="training",
-    code_version="grpo-10",  # 3: the validation gate; 4: lr 1e-5; 5: the SFT student finishes the week (its own continuation), 20 steps of 2 x 8 at 2e-5; 6: prompts in runs of one step, the headline GRPO only when ahead by a standard error; 7: the output layer on completions only; 8: the action alone is sampled; 9: 10 steps; 10: the last layer at the completion positions (same math, other rounding)
+    code_version=code_version("grpo", "rhythm_core.training.grpo", train_and_publish, config=GrpoCheckpointConfig),
     kinds={"pytorch", "huggingface"},
     description=(
         "The student refined with TRL GRPO from sft_checkpoint. Each prompt ends with the SFT student's own "

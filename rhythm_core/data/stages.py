@@ -1,0 +1,75 @@
+"""The data stages: the re-grade report and the SFT dataset, each published under
+`<root>/<stage>/<content hash>/` (the Dagster assets and `rhythm distill` call them)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..artifacts import publish_dir, sha256_file, staging
+from ..env.spec import ENV_VERSION
+from ..protocol import DEFAULT_PROMPT_FORMAT, DEFAULT_REASONING
+from ..teacher.trajectories import read_trajectories
+from .reeval_report import reeval_records, teacher_beats_heuristic, write_report
+
+
+def reeval_stage(trajectories_path, grader: str, root, *, compare_grader: str = "v2") -> dict:
+    """Re-grade the teacher's episodes and baselines on the same seeds; publish parquet + JSON + md."""
+    records = read_trajectories(trajectories_path, allow_truncated_tail=False).records
+    report = reeval_records(records, grader, compare_grader=compare_grader)
+    stage_root = Path(root) / "reeval_report"
+    with staging(stage_root) as staged:
+        write_report(report, staged)
+        version = sha256_file(staged / "report.json")[:16]
+        final = publish_dir(staged, stage_root / version, kind="reeval_report")
+    return {
+        "dir": str(final), "version": version, "grader": grader, "graders": report.graders,
+        "teacher": report.teacher, "n_episodes": len(records),
+        "per_episode": str(final / "per_episode.parquet"), "per_condition": str(final / "per_condition.parquet"),
+        "json": str(final / "report.json"), "markdown": report.markdown(),
+        "teacher_vs_heuristic": {c: list(v) for c, v in teacher_beats_heuristic(report, grader).items()},
+        "source_trajectories": str(trajectories_path),
+    }
+
+
+DATASET_FILTERS = ("none", "beat_heuristic")
+
+
+def dataset_stage(trajectories: dict, root, *, filter: str = "none", filter_grader: str = "v3",
+                  validation_fraction: float = 0.1, split_seed: int = 0,
+                  prompt_format: str | None = None, reasoning: str | None = None) -> dict:
+    """Turn teacher episodes into an SFT DatasetDict saved under <root>/sft_dataset/<content hash>.
+
+    filter "beat_heuristic" keeps the episodes where the teacher out-scored the heuristic on the same
+    seed under `filter_grader` — a fixed choice of the dataset's config, not the active grader, so a
+    grader switch never changes training data (nor, through it, any checkpoint).
+    """
+    from .reeval_report import seeds_where_teacher_beats_heuristic
+    from .sft_dataset import (
+        build_sft_dataset,
+        content_hash,
+        dataset_format,
+        evidence_readout,
+        save_sft_dataset,
+    )
+
+    if filter not in DATASET_FILTERS:
+        raise ValueError(f"unknown dataset filter {filter!r}; allowed: {', '.join(DATASET_FILTERS)}")
+    records = read_trajectories(trajectories["path"], allow_truncated_tail=False).records
+    keep = seeds_where_teacher_beats_heuristic(records, filter_grader) if filter == "beat_heuristic" else None
+    dataset = build_sft_dataset(records, validation_fraction=validation_fraction, keep_seeds=keep, seed=split_seed,
+                                prompt_format=prompt_format or DEFAULT_PROMPT_FORMAT,
+                                reasoning=reasoning or DEFAULT_REASONING)
+    data_format = dataset_format(dataset)
+    readout = evidence_readout(dataset)
+    digest = content_hash(dataset)
+    version = digest[:16]
+    provenance = {
+        "teacher": records[0]["teacher"], "env_version": ENV_VERSION, "condition": trajectories["condition"],
+        "seeds": trajectories["seeds"], "source_trajectories": trajectories["path"],
+        "source_trajectories_version": trajectories["version"], "filter": filter,
+        "filter_grader": filter_grader if filter != "none" else None, "validation_fraction": validation_fraction,
+        "split_seed": split_seed, "episodes_in_source": len(records), **data_format.as_dict(),
+        **({"evidence_readout_fit": readout.fit} if readout is not None else {}),
+    }
+    summary = save_sft_dataset(dataset, Path(root) / "sft_dataset" / version, provenance, digest=digest)
+    return {**summary, "version": version, "provenance": provenance}

@@ -1,0 +1,71 @@
+"""The teacher stage: play the teacher on training seeds and publish its episodes under
+`<root>/teacher_trajectories/<content hash>/`, resuming an interrupted run (the Dagster asset and
+`rhythm distill` call it)."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from ..artifacts import publish_dir, sha256_file, staging, write_jsonl
+from ..compute.threads import available_cores
+from ..env.conditions import check_training_seeds, parse_seeds
+from ..env.spec import ENV_VERSION
+from ..graders import get_grader
+from .budget import usage_totals
+from .run import run_teacher
+from .settings import TeacherSettings
+from .trajectories import read_trajectories, to_episode_batch
+
+
+def teacher_stage(settings: TeacherSettings, condition: str, seeds_spec: str, root, *, grader: str = "v3",
+                  log: Callable[[str], None] | None = None, client=None, workers: int | None = None) -> dict:
+    """Play the teacher on the training seeds and publish the episodes sorted by seed. `workers`:
+    processes the Bayesian teacher plays in (default: the cores this process may use).
+
+    Episodes accumulate in `<root>/teacher_trajectories/work/<key>.jsonl` (key = teacher, condition,
+    seeds), so an interrupted or over-budget run resumes where it stopped on the next attempt.
+    """
+    seeds = parse_seeds(seeds_spec)
+    check_training_seeds(condition, seeds)
+    stage_root = Path(root) / "teacher_trajectories"
+    key = hashlib.sha256(f"{settings.teacher_id}|{condition}|{seeds_spec}|{ENV_VERSION}".encode()).hexdigest()[:16]
+    work = stage_root / "work" / f"{key}.jsonl"
+    result = run_teacher(settings, condition, seeds, work, log=log, client=client,
+                         workers=available_cores() if workers is None else workers)
+    run = {
+        "episodes_written_this_run": result.written, "episodes_resumed": result.skipped,
+        "invalid_answer_rate": result.invalid_rate, "prompt_tokens": result.prompt_tokens,
+        "completion_tokens": result.completion_tokens, "requests": result.requests, "retries": result.retries,
+        "cost_usd": result.cost_usd, "wall_s": result.wall_s, "work_file": str(work),
+        "cached_prompt_tokens": result.cached_prompt_tokens, "reasoning_tokens": result.reasoning_tokens,
+        "cache_hit_fraction": round(result.cache_hit_fraction, 4), "length_reasks": result.length_reasks,
+        "request_shape": result.request_shape,
+    }
+    result.raise_if_incomplete("teacher run", run)
+    records = read_trajectories(work, allow_truncated_tail=False).records
+    in_order = [r["seed"] for r in records] == sorted(seeds)  # a fresh Bayesian run: the file as it is
+    if not in_order:
+        wanted = set(seeds)
+        records = sorted((r for r in records if r["seed"] in wanted), key=lambda r: r["seed"])
+    with staging(stage_root) as staged:
+        path = staged / "trajectories.jsonl"
+        if in_order:
+            shutil.copyfile(work, path)  # its lines are jsonl_line(record) already; 190 MB at 2,000 weeks
+        else:
+            write_jsonl(path, records)
+        version = sha256_file(path)[:16]
+        final = publish_dir(staged, stage_root / version, kind="teacher_trajectories")
+    batch = to_episode_batch(records, condition)
+    steps = sum(len(r["steps"]) for r in records)
+    invalid = sum(sum(r["invalid"]) for r in records)
+    return {
+        "path": str(final / "trajectories.jsonl"), "version": version, "condition": condition, "seeds": seeds_spec,
+        "n_episodes": len(records), "n_steps": steps, "invalid_answer_rate": invalid / steps if steps else 0.0,
+        "teacher": settings.describe(), "env_version": ENV_VERSION,
+        **usage_totals(records),
+        "mean_score": {g: float(get_grader(g).grade_batch(batch)[0].mean()) for g in dict.fromkeys([grader, "v2"])},
+        "run": run,
+    }
