@@ -6,17 +6,31 @@ PYTHON ?= python3
 TORCH_SPEC ?= torch==2.13.0
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The exact versions CI tested (pip constraints: `pip freeze` of a fresh install); `make lock` refreshes it.
+LOCK := requirements.lock
 
-.PHONY: demo ui mlflow test test-slow install lint bench clean
+.PHONY: demo ui mlflow test test-slow install lint bench clean lock
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q "$(TORCH_SPEC)"
-	$(BIN)/python -m pip install -q -e ".[dev,postgres]"
+	$(BIN)/python -m pip install -q -c $(LOCK) "$(TORCH_SPEC)"
+	$(BIN)/python -m pip install -q -c $(LOCK) -e ".[dev,postgres]"
 	touch $(STAMP)
+
+# Resolve pyproject.toml's ranges afresh in a scratch venv and write what was installed as the lock.
+lock:
+	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
+	.lock-venv/bin/python -m pip install -q --upgrade pip
+	.lock-venv/bin/python -m pip install -q "$(TORCH_SPEC)"
+	.lock-venv/bin/python -m pip install -q -e ".[dev,postgres]"
+	{ echo "# The exact versions \`make install\` installs (pip constraints), written by \`make lock\` on $$(date -u +%F)."; \
+	  echo "# pyproject.toml keeps compatible ranges for people who import the package."; \
+	  .lock-venv/bin/python -m pip freeze --exclude-editable; } > $(LOCK).tmp
+	mv $(LOCK).tmp $(LOCK)
+	rm -rf .lock-venv
 
 # A DAGSTER_HOME the user exported is kept; the embedded default instance otherwise.
 DAGSTER_HOME ?= $(CURDIR)/dagster_home
