@@ -14,10 +14,23 @@ import time
 import dagster as dg
 
 
+def _stale_status_resolver():
+    """Dagster's own resolver of the UI's sync status. Dagster exposes it only through GraphQL (a
+    running server), so this reaches into its internals: checked here, with a message naming the
+    Dagster release when they moved."""
+    try:
+        from dagster._core.definitions.data_version import CachingStaleStatusResolver
+        from dagster._core.loader import LoadingContextForTest
+    except ImportError as exc:
+        raise RuntimeError(f"dagster {dg.__version__} moved the sync-status resolver this command reads "
+                           f"(dagster._core.definitions.data_version.CachingStaleStatusResolver, tested with the "
+                           f"release in requirements.lock): {exc}") from exc
+    return CachingStaleStatusResolver, LoadingContextForTest
+
+
 def unsynced_status(instance: dg.DagsterInstance, defs: dg.Definitions) -> dict[str, str]:
     """Each asset's sync status as the UI shows it: FRESH, STALE (unsynced) or MISSING."""
-    from dagster._core.definitions.data_version import CachingStaleStatusResolver
-    from dagster._core.loader import LoadingContextForTest
+    CachingStaleStatusResolver, LoadingContextForTest = _stale_status_resolver()
 
     graph = defs.resolve_asset_graph()
     resolver = CachingStaleStatusResolver(instance, graph, LoadingContextForTest(instance))

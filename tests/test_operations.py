@@ -120,3 +120,16 @@ def test_rhythm_lineage_runs_through_the_cli_and_the_core_imports_no_dagster(tmp
                          text=True, env={**os.environ, "DAGSTER_HOME": str(home)})
     assert cli.returncode == 0, cli.stderr
     assert "sft_dataset" in cli.stdout and "never materialized" in cli.stdout, cli.stdout
+
+
+def test_sync_status_reads_dagsters_resolver_on_the_locked_release():
+    """`rhythm_pipeline.ops status` uses Dagster internals (there is no public API outside GraphQL);
+    with the locked release they load and answer for every asset."""
+    import dagster as dg
+
+    from rhythm_pipeline.definitions import defs
+    from rhythm_pipeline.ops import unsynced_status
+
+    with dg.DagsterInstance.ephemeral() as instance:
+        status = unsynced_status(instance, defs)
+    assert len(status) == 8 and set(status.values()) == {"MISSING"}

@@ -481,7 +481,8 @@ def test_the_last_layer_at_read_positions_gives_the_loss_and_gradients_of_the_fu
         with last_layer.last_layer_on_read_positions(model) as active:
             read, read_grads = loss_and_grads()
             plain = model(input_ids=input_ids[:, :10]).logits  # no labels: the layer as it is
-    assert active and calls == [4 + 3 + 2 + 9]  # the one labelled forward, at its 18 read positions
+    # the status check's small batch (5 read positions), then the one labelled forward at its 18
+    assert active and calls == [5, 4 + 3 + 2 + 9]
     torch.testing.assert_close(read, full)
     for a, b in zip(read_grads, full_grads):
         torch.testing.assert_close(a, b)
@@ -493,3 +494,35 @@ def test_training_leaves_the_published_dataset_folder_as_it_was(sft_result, shor
     """SFT (the fixture's run) reads the dataset in memory: no datasets cache file lands in the
     artifact's folder. The GRPO test checks the same after its run."""
     assert sorted(p.name for p in (short_dataset / "sft").rglob("cache-*")) == []
+
+
+def test_the_cpu_speedups_apply_to_the_locked_libraries_and_say_why_when_they_stop(monkeypatch):
+    """Both speed-ups lean on private pieces of TRL and transformers. With the locked releases they
+    apply (this test fails when a release moves them); when a piece moves, training falls back to the
+    libraries' own path and the result says why, naming the release."""
+    import transformers
+    import trl
+    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers.models.llama import modeling_llama
+    from trl.trainer import utils as trl_utils
+
+    from rhythm_core.training.fused_head import fused_head_status, labelled_positions_only, speedups
+    from rhythm_core.training.last_layer import last_layer_on_read_positions, last_layer_status
+
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=32, num_hidden_layers=2,
+                                         num_attention_heads=8, num_key_value_heads=2))
+    assert fused_head_status() is None and last_layer_status(model) is None
+    assert speedups(model, True) == {"fused_head": "on: labelled positions only", "last_layer": "on: read positions only"}
+
+    # a release whose layer rotates differently from the re-implementation
+    monkeypatch.setattr(modeling_llama, "apply_rotary_pos_emb", lambda q, k, cos, sin, *args, **kwargs: (q, k))
+    assert last_layer_status(model) == (f"transformers {transformers.__version__}: the Llama layer no longer "
+                                        "matches its re-implementation at the read positions")
+    with last_layer_on_read_positions(model) as applied:
+        assert applied is False and "forward" not in vars(model.model.layers[-1])  # the layer as it is
+
+    monkeypatch.delattr(trl_utils, "_use_triton")
+    assert fused_head_status() == (f"trl {trl.__version__} has no trl.trainer.utils._use_triton: its fused LM head "
+                                   "projects every position on CPU")
+    with labelled_positions_only() as applied:
+        assert applied is False

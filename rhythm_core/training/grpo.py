@@ -50,7 +50,7 @@ from ..graders import get_grader
 from ..protocol import DatasetFormat, action_prefix, parse_answer
 from ..tracking.callback import attach_tracking
 from ..tracking.store import report_to_list
-from .fused_head import labelled_positions_only
+from .fused_head import labelled_positions_only, speedups
 from .generation import SamplingConfig, generate_answers
 from .last_layer import last_layer_on_read_positions
 from .models import TINY, checkpoint_info, device_name, load_model_and_tokenizer
@@ -350,6 +350,7 @@ def run_grpo(config: GRPORunConfig, dataset_dir, init_dir, out_dir, *, on_log: C
 
     metrics = {
         "device": device_name(), "steps": trainer.state.global_step, "prompts": len(prompts),
+        "speedups": speedups(model, tiny_base and not is_adapter),
         "student_prompts": int(sum(1 for s in prompts["source"] if s == "student")),
         # prompts ending in the student's own reasoning and belief (GRPO samples the action alone);
         # the rest (the student's greedy answer there stated no belief) sample the whole answer

@@ -43,14 +43,56 @@ def read_positions(labels=None, shift_labels=None):
     return read
 
 
+def last_layer_status(model) -> str | None:
+    """None when `last_layer_on_read_positions` applies to `model`, else why not. It re-implements
+    transformers' Llama decoder layer (private to transformers: `repeat_kv`, `rotate_half`, the
+    layer's attribute names, the rotary embedding's call), so before any training step it checks that
+    on this transformers release its output at the read positions equals the layer's own, on a small
+    random batch."""
+    import torch
+    import transformers
+
+    version = f"transformers {transformers.__version__}"
+    layer = _last_llama_layer(model)
+    if layer is None:
+        return "not a Llama decoder trained in full"
+    try:
+        weight = next(layer.parameters())
+        generator = torch.Generator().manual_seed(0)
+        hidden = torch.randn(2, 7, weight.shape[-1], generator=generator).to(weight)
+        positions = torch.arange(7, device=weight.device)[None].expand(2, -1)
+        embeddings = model.model.rotary_emb(hidden, positions)
+        read = torch.tensor([[0, 0, 1, 0, 1, 1, 0], [0, 1, 0, 0, 0, 0, 1]], dtype=torch.bool, device=weight.device)
+        keys = torch.tensor([[1] * 7, [0, 1, 1, 1, 1, 1, 1]], device=weight.device)
+        with torch.no_grad():
+            full = layer(hidden, position_embeddings=embeddings, attention_mask=_causal_mask(keys, hidden.dtype))
+            full = full[0] if isinstance(full, tuple) else full
+            ours = _at_read_positions(layer, hidden, embeddings, read, keys)
+        if not torch.allclose(full[read], ours[read], atol=1e-5, rtol=1e-4):
+            return f"{version}: the Llama layer no longer matches its re-implementation at the read positions"
+    except Exception as exc:  # any change of the private pieces it uses
+        return f"{version}: the Llama layer's internals changed ({type(exc).__name__}: {exc})"
+    return None
+
+
+def _causal_mask(keys, dtype):
+    """The 4-d additive mask a Llama model passes its layers: causal, padding keys excluded."""
+    import torch
+
+    length = keys.shape[1]
+    allowed = torch.ones(length, length, dtype=torch.bool, device=keys.device).tril()[None] & keys.bool()[:, None, :]
+    allowed = allowed | torch.eye(length, dtype=torch.bool, device=keys.device)[None]  # padding rows see themselves
+    return torch.zeros(allowed.shape, dtype=dtype, device=keys.device).masked_fill(~allowed, torch.finfo(dtype).min)[:, None]
+
+
 @contextlib.contextmanager
 def last_layer_on_read_positions(model) -> Iterator[bool]:
     """While open, `model`'s forwards with labels run its last decoder layer only at the positions
-    the loss reads. Yields whether it applies (a Llama decoder; else the model runs as it is)."""
-    layer = _last_llama_layer(model)
-    if layer is None:
+    the loss reads. Yields whether it applies (`last_layer_status`; else the model runs as it is)."""
+    if last_layer_status(model) is not None:
         yield False
         return
+    layer = _last_llama_layer(model)
     batch: dict = {}
 
     def capture(module, args, kwargs):  # the labels and padding of the forward about to run

@@ -19,7 +19,7 @@ from ..data.sft_dataset import dataset_format
 from ..protocol import system_prompt
 from ..tracking.callback import attach_tracking
 from ..tracking.store import report_to_list
-from .fused_head import labelled_positions_only
+from .fused_head import labelled_positions_only, speedups
 from .generation import SamplingConfig, valid_answer_rate
 from .last_layer import last_layer_on_read_positions
 from .models import TINY, device_name, load_model_and_tokenizer
@@ -302,7 +302,7 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
         "eval_loss": evaluation.get("eval_loss"), "eval_mean_token_accuracy": evaluation.get("eval_mean_token_accuracy"),
         "final_mean_token_accuracy": history[-1].get("mean_token_accuracy") if history else None,
         "valid_answer_rate_before": valid_before, "valid_answer_rate_after": valid_after,
-        **data_format.as_dict(),
+        **data_format.as_dict(), "speedups": speedups(model, config.base_model == TINY and not config.lora),
         "train_examples": len(train), "train_s": round(clock["train_s"], 3), "wall_s": round(time.perf_counter() - start, 2),
     }
     plot_curves({"train loss": [(e["step"], e["loss"]) for e in history]}, out / "training_loss.png",

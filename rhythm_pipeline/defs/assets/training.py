@@ -67,6 +67,11 @@ def _compute_metadata(result: dict, compute: ComputeResource) -> dict:
             "hub_repo_id": job["hub_repo_id"], "hub_revision": job["hub_revision"]}
 
 
+def _speedup_metadata(result: dict) -> dict:
+    """The CPU speed-ups that rely on TRL's and transformers' internals: on, or off and why."""
+    return {"speedups": dg.MetadataValue.json(result["speedups"])} if result.get("speedups") else {}
+
+
 @dg.asset(
     group_name="training",
     code_version=code_version("sft", "rhythm_core.training.sft", train_and_publish, config=SftCheckpointConfig),
@@ -97,6 +102,7 @@ def sft_checkpoint(context: dg.AssetExecutionContext, config: SftCheckpointConfi
         "valid_answer_rate_before": result["valid_answer_rate_before"],
         "valid_answer_rate_after": result["valid_answer_rate_after"],
         "wall_s": result["wall_s"], **_compute_metadata(result, compute), "teacher": provenance["teacher"], **tracked,
+        **_speedup_metadata(result),
         **lineage_metadata(context, {"sft_dataset": sft_dataset}, config),
     }
     if config.push_to_hub:
@@ -152,6 +158,7 @@ def grpo_checkpoint(context: dg.AssetExecutionContext, config: GrpoCheckpointCon
                                         "mean_action_value") if result.get(key) is not None},
         **_validation_metadata(result.get("validation")),
         "device": result["device"], "wall_s": result["wall_s"], "reward_grader": config.reward_grader,
+        **_speedup_metadata(result),
         "base_model": sft_checkpoint.get("base_model"), **_compute_metadata(result, compute), **tracked,
         **lineage_metadata(context, {"sft_checkpoint": sft_checkpoint, "sft_dataset": sft_dataset}, config),
     }
