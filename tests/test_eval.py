@@ -300,3 +300,37 @@ def test_recovery_is_the_share_of_the_teachers_margin_over_the_heuristic():
     assert recovery(0.65, 0.45, 0.65) == pytest.approx(1.0)
     assert recovery(0.40, 0.45, 0.65) == pytest.approx(-0.25)
     assert recovery(0.50, 0.45, 0.44) is None  # no margin to recover
+
+
+def test_the_belief_check_judges_the_paired_gap_against_its_noise(tmp_path):
+    """The student's belief gap to the teacher is paired week by week; the check fails only when it
+    exceeds 0.02 by more than two standard errors (a CPU's rounding moved the OOD gap to 0.028 ± 0.009)."""
+    import json
+
+    from rhythm_core.env.episode import EpisodeBatch
+    from rhythm_core.evaluation.results import paired_belief_gap
+    from rhythm_pipeline.defs.checks import student_belief_close_to_teacher
+
+    def batch(seeds, maes):
+        fake = EpisodeBatch.__new__(EpisodeBatch)
+        fake.seeds, fake.belief_mae = np.array(seeds), (lambda: np.array(maes, dtype=float))
+        return fake
+
+    teacher = batch([3, 1, 2], [0.10, 0.20, 0.30])
+    gap = paired_belief_gap(batch([1, 2, 3], [0.25, 0.33, np.nan]), teacher)  # seed order differs; no belief = 1.0
+    assert gap["n"] == 3 and gap["mean"] == pytest.approx((0.05 + 0.03 + 0.90) / 3)
+    assert gap["se"] == pytest.approx(np.std([0.05, 0.03, 0.90], ddof=1) / np.sqrt(3))
+
+    def run_check(mean, se):
+        agents = {"bayes": {"final_score": 0.6, "belief_mae": 0.118, "invalid_rate": 0.0},
+                  "student_sft": {"final_score": 0.6, "belief_mae": 0.118 + mean, "invalid_rate": 0.0,
+                                  "belief_gap_vs_teacher": {"mean": mean, "se": se, "n": 50}}}
+        path = tmp_path / "eval_results.json"
+        path.write_text(json.dumps({"conditions": {"ood": {"agents": agents}}}))
+        return student_belief_close_to_teacher(eval_results={"json": str(path)})
+
+    within_noise = run_check(0.028, 0.009)
+    assert within_noise.passed and "within noise: ood/student_sft" in within_noise.description
+    assert run_check(0.015, 0.009).passed
+    beyond = run_check(0.045, 0.009)
+    assert not beyond.passed and "beyond 2 standard errors: ood/student_sft" in beyond.description

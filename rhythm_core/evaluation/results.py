@@ -32,6 +32,10 @@ _METRICS = {
         "invalid_rate": {"type": "number", "minimum": 0, "maximum": 1},
         # (score - heuristic) / (teacher - heuristic), students only; null without both references
         "recovery": {"type": ["number", "null"]},
+        # students: belief MAE minus the Bayesian teacher's, paired week by week on the same seeds
+        "belief_gap_vs_teacher": {"type": ["object", "null"], "required": ["mean", "se", "n"],
+                                  "properties": {"mean": {"type": "number"}, "se": {"type": "number", "minimum": 0},
+                                                 "n": {"type": "integer", "minimum": 1}}},
         "action_distribution": {"type": "object", "propertyNames": {"enum": list(ACTIONS)},
                                 "additionalProperties": {"type": "number", "minimum": 0, "maximum": 1}},
         "by_grader": {"type": "object", "additionalProperties": {
@@ -79,6 +83,16 @@ def recovery(score: float, heuristic: float, teacher: float) -> float | None:
     return None if margin <= 0 else (score - heuristic) / margin
 
 
+def paired_belief_gap(student: EpisodeBatch, teacher: EpisodeBatch) -> dict:
+    """The student's belief MAE minus the teacher's, week by week on the seeds both played (a week
+    without a stated belief counts as MAE 1.0): mean, standard error and count."""
+    by_seed = dict(zip(teacher.seeds.tolist(), teacher.belief_mae().tolist()))
+    diffs = np.array([(1.0 if np.isnan(s) else s) - by_seed[seed]
+                      for seed, s in zip(student.seeds.tolist(), student.belief_mae().tolist()) if seed in by_seed])
+    se = float(diffs.std(ddof=1) / np.sqrt(len(diffs))) if len(diffs) > 1 else 0.0
+    return {"mean": float(diffs.mean()), "se": se, "n": int(len(diffs))}
+
+
 def compute_results(rollouts_dir, grader: str, *, compare_grader: str = "v2", provenance: dict | None = None) -> dict:
     manifest, rollouts = load_rollouts(rollouts_dir)
     graders = list(dict.fromkeys([grader, compare_grader]))
@@ -118,6 +132,8 @@ def compute_results(rollouts_dir, grader: str, *, compare_grader: str = "v2", pr
                 "action_distribution": {a: float(c) for a, c in zip(ACTIONS, counts)},
                 "by_grader": by_grader,
             }
+            if player.startswith("student") and "bayes" in batches:
+                agents[player]["belief_gap_vs_teacher"] = paired_belief_gap(batch, batches["bayes"])
             if player == "teacher":  # the configured teacher played on these seeds (include_teacher)
                 agents[player]["teacher_id"] = manifest["players"].get(player, {}).get("id")
         out["conditions"][condition] = {"seeds": manifest["seeds"][condition], "n_episodes": len(batches[players[0]]),
@@ -154,8 +170,9 @@ def student_gaps(results: dict) -> dict[str, dict[str, float]]:
     score minus the better of the heuristic's and the fallback-only policy's, since a student whose
     every answer is unusable already earns the fallback's; want > 0), `belief_mae_vs_teacher`
     (belief MAE minus the Bayesian teacher's, a student that states no belief counting as MAE 1.0;
-    want <= 0.02) and `invalid_rate` (want <= 0.05)."""
-    out = {"score_vs_heuristic": {}, "belief_mae_vs_teacher": {}, "invalid_rate": {}}
+    want <= 0.02), `belief_gap_se` (that gap's standard error, paired week by week) and
+    `invalid_rate` (want <= 0.05)."""
+    out = {"score_vs_heuristic": {}, "belief_mae_vs_teacher": {}, "belief_gap_se": {}, "invalid_rate": {}}
     for condition, block in results["conditions"].items():
         agents = block["agents"]
         references = [agents[r]["final_score"] for r in ("heuristic", "fallback") if r in agents]
@@ -169,6 +186,8 @@ def student_gaps(results: dict) -> dict[str, dict[str, float]]:
             if "bayes" in agents:
                 mae = 1.0 if m["belief_mae"] is None else m["belief_mae"]
                 out["belief_mae_vs_teacher"][key] = round(mae - agents["bayes"]["belief_mae"], 4)
+                if m.get("belief_gap_vs_teacher"):  # results written before the paired gap: no SE
+                    out["belief_gap_se"][key] = round(m["belief_gap_vs_teacher"]["se"], 4)
     return out
 
 

@@ -74,13 +74,28 @@ def students_beat_heuristic(eval_results: dict) -> dg.AssetCheckResult:
                                else "all above the heuristic and the fallback")
 
 
-@dg.asset_check(asset=eval_results, description="Each student's belief MAE is within 0.02 of the Bayesian teacher's.")
+BELIEF_MARGIN = 0.02  # how much worse than the teacher a student's belief may be
+BELIEF_Z = 2.0  # standard errors of the paired gap that make "worse by more than the margin" evidence
+
+
+@dg.asset_check(asset=eval_results, description=(
+    f"Each student's belief MAE is within {BELIEF_MARGIN} of the Bayesian teacher's, judged against noise: it "
+    f"fails only when the gap, paired week by week on the same seeds, exceeds {BELIEF_MARGIN} by more than "
+    f"{BELIEF_Z:g} standard errors (a CPU's rounding or an SFT seed moves the OOD gap by about one)."))
 def student_belief_close_to_teacher(eval_results: dict) -> dg.AssetCheckResult:
-    gaps = student_gaps(load_results(eval_results["json"]))["belief_mae_vs_teacher"]
-    far = [k for k, v in gaps.items() if v > 0.02]
-    return dg.AssetCheckResult(passed=not far, severity=dg.AssetCheckSeverity.WARN, metadata=gaps,
-                               description=f"more than 0.02 worse than the teacher: {', '.join(far)}" if far
-                               else "within 0.02 of the teacher everywhere")
+    gaps = student_gaps(load_results(eval_results["json"]))
+    far = [k for k, v in gaps["belief_mae_vs_teacher"].items()
+           if v - BELIEF_MARGIN > BELIEF_Z * gaps["belief_gap_se"].get(k, 0.0)]
+    noisy = [k for k, v in gaps["belief_mae_vs_teacher"].items() if v > BELIEF_MARGIN and k not in far]
+    metadata = {**gaps["belief_mae_vs_teacher"], **{f"{k}/se": v for k, v in gaps["belief_gap_se"].items()}}
+    if far:
+        description = (f"more than {BELIEF_MARGIN} worse than the teacher beyond {BELIEF_Z:g} standard errors: "
+                       f"{', '.join(far)}")
+    else:
+        description = f"within {BELIEF_MARGIN} of the teacher everywhere" + (
+            f" (beyond {BELIEF_MARGIN} but within noise: {', '.join(noisy)})" if noisy else "")
+    return dg.AssetCheckResult(passed=not far, severity=dg.AssetCheckSeverity.WARN, metadata=metadata,
+                               description=description)
 
 
 @dg.asset_check(asset=eval_results, description="Invalid (unparsable or illegal) student answers are at most 5%.")
