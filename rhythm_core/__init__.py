@@ -15,4 +15,11 @@ At the top, only what spans stages: `protocol` (prompts and answers between the 
 model; imported by teacher/, data/, training/), `artifacts` (atomic publishing, the JSONL writer,
 `StageIncomplete`), `forked` (independent work in forked worker processes: the teacher's chunks,
 students played side by side), `stages` (each stage as a function), `distill` (the whole recipe with presets) and `cli` (the `rhythm` command).
+
+Importing it pins torch's CPU kernels to AVX2 (`kernels`), so artifacts are the same on every x86-64
+CPU; RHYTHM_CPU_KERNELS=native keeps the machine's own.
 """
+
+from .kernels import pin_cpu_kernels
+
+CPU_KERNELS = pin_cpu_kernels()

@@ -121,6 +121,7 @@ def main() -> int:
 
     import dagster as dg
 
+    from rhythm_core import CPU_KERNELS
     from rhythm_pipeline.definitions import defs
 
     instance = dg.DagsterInstance.get()  # DAGSTER_HOME (the Makefile points it at ./dagster_home)
@@ -141,6 +142,7 @@ def main() -> int:
     run_id = str(uuid.uuid4())  # known before the run starts, so the watcher can follow it
     say(f"rhythm demo: job {JOB}, run {run_id}, {len(assets)} stages (DAGSTER_HOME={instance.root_directory})")
     say(f"full log: {log_path}")
+    say(f"cpu kernels: {CPU_KERNELS}")
 
     # Everything this process and its subprocesses write to stdout/stderr goes to the log file; the
     # progress lines go to the saved terminal.

@@ -198,3 +198,26 @@ def test_observation_dict_hides_the_profile():
     assert set(data) == {"step", "day", "slot", "meters", "last_action", "last_delta", "anomaly"}
     assert data["slot"] == "afternoon" and data["last_action"] == "EXERCISE"
     assert set(data["meters"]) == set(METERS)
+
+
+def test_cpu_kernels_are_pinned_to_avx2_unless_the_user_says_otherwise(monkeypatch):
+    """Artifacts are the same on every x86-64 CPU: rhythm pins torch's kernels to AVX2 where the CPU
+    has it; RHYTHM_CPU_KERNELS=native and a user's own ATEN_CPU_CAPABILITY are kept."""
+    import platform
+
+    import torch
+
+    from rhythm_core import kernels
+
+    x86_avx2 = platform.machine().lower() in ("x86_64", "amd64") and "avx2" in kernels._cpu_flags()
+    if x86_avx2:
+        assert torch.backends.cpu.get_cpu_capability() == "AVX2"  # this process imported rhythm_core
+    env = {}
+    decided = kernels.pin_cpu_kernels(env)
+    assert (env == {"ATEN_CPU_CAPABILITY": "avx2"}) == x86_avx2 and decided
+    env = {"RHYTHM_CPU_KERNELS": "native"}
+    assert kernels.pin_cpu_kernels(env).startswith("native") and "ATEN_CPU_CAPABILITY" not in env
+    env = {"ATEN_CPU_CAPABILITY": "avx512"}
+    assert "set by the user" in kernels.pin_cpu_kernels(env) and env == {"ATEN_CPU_CAPABILITY": "avx512"}
+    with pytest.raises(ValueError, match="RHYTHM_CPU_KERNELS='fast': expected avx2 or native"):
+        kernels.pin_cpu_kernels({"RHYTHM_CPU_KERNELS": "fast"})

@@ -28,6 +28,7 @@ import pytest
 from huggingface_hub import CommitInfo, HfApi, JobInfo
 from huggingface_hub.hf_api import RepoUrl
 
+from rhythm_core.compute.costs import default_timeout_s
 from rhythm_core.compute.hf_jobs import (
     HUB_DEPENDENCY,
     JOB_RESULT_PREFIX,
@@ -353,7 +354,9 @@ def test_completed_job_round_trip(make_hub, inputs):
 
     # submission
     sub = hub.called("run_uv_job")[0]
-    assert sub["flavor"] == "a10g-small" and sub["timeout"] == "2h" and sub["python"] == "3.11"
+    # no timeout configured: it follows the stage's size (a 3-step run gets the 20-minute setup allowance and more)
+    assert sub["flavor"] == "a10g-small" and sub["timeout"] == default_timeout_s("sft", CONFIG) and sub["python"] == "3.11"
+    assert 1200 < sub["timeout"] <= 1800
     assert sub["namespace"] == "rhythm-org"
     assert sub["secrets"] == {"HF_TOKEN": CANARY}
     assert "image" not in sub and "env" not in sub
@@ -422,7 +425,7 @@ def test_grpo_ships_the_init_checkpoint_and_namespace_defaults_to_the_user(make_
     job, _ = _run(hub, inputs, stage="grpo", spec=spec, with_init=True)
     assert hub.called("whoami") == [{"token": CANARY}]
     sub = hub.called("run_uv_job")[0]
-    assert sub["namespace"] == "alice" and sub["flavor"] == "l4x1" and sub["timeout"] == "30m"
+    assert sub["namespace"] == "alice" and sub["flavor"] == "l4x1" and sub["timeout"] == 1800  # "30m", in seconds
     assert sub["image"] == "pytorch/pytorch:2.6.0-cuda12.4-cudnn9-devel" and "python" not in sub
     assert "--init" in sub["script_args"] and "--stage=grpo" in sub["script_args"]
     staged = hub.files("dataset", "alice/rhythm-jobs", job["input_revision"])

@@ -62,8 +62,10 @@ def test_all_seven_assets_materialize(instance):
     assert Path(grpo_meta["artifact_path"].value, "model.safetensors").exists()
     logs = " ".join(str(e.user_message) for e in instance.all_logs(result.run_id))
     assert '"loss"' in logs  # training metrics streamed back from the subprocess
+    # the students played in the compute resource's subprocess, the references in the step
+    assert "playing student_grpo, student_sft on continuous (pid" in logs and "students on compute local" in logs
     rollouts_meta = events["eval_rollouts"].metadata  # built inside the graph asset's publish op
-    assert rollouts_meta["code_version"].value == "eval-rollouts-3"
+    assert rollouts_meta["code_version"].value == eval_rollouts.code_versions_by_key[eval_rollouts.key]
     assert set(rollouts_meta["upstream_data_versions"].value) == {"grpo_checkpoint", "sft_checkpoint"}
     assert rollouts_meta["config"].value["continuous_seeds"] == "0-3"
     results_meta = events["eval_results"].metadata

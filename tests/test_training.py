@@ -500,6 +500,7 @@ def test_the_cpu_speedups_apply_to_the_locked_libraries_and_say_why_when_they_st
     """Both speed-ups lean on private pieces of TRL and transformers. With the locked releases they
     apply (this test fails when a release moves them); when a piece moves, training falls back to the
     libraries' own path and the result says why, naming the release."""
+    import torch
     import transformers
     import trl
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -512,7 +513,9 @@ def test_the_cpu_speedups_apply_to_the_locked_libraries_and_say_why_when_they_st
     model = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=32, num_hidden_layers=2,
                                          num_attention_heads=8, num_key_value_heads=2))
     assert fused_head_status() is None and last_layer_status(model) is None
-    assert speedups(model, True) == {"fused_head": "on: labelled positions only", "last_layer": "on: read positions only"}
+    assert speedups(model, True) == {"cpu_kernels": torch.backends.cpu.get_cpu_capability(),
+                                     "fused_head": "on: labelled positions only",
+                                     "last_layer": "on: read positions only"}
 
     # a release whose layer rotates differently from the re-implementation
     monkeypatch.setattr(modeling_llama, "apply_rotary_pos_emb", lambda q, k, cos, sin, *args, **kwargs: (q, k))

@@ -4,12 +4,14 @@
 #     "huggingface_hub>=0.34",
 # ]
 # ///
-"""One rhythm training stage on Hugging Face Jobs: the uv script (PEP 723) that `hf_jobs` submits.
+"""One rhythm stage on Hugging Face Jobs (training, or the students' evaluation play): the uv script
+(PEP 723) that `hf_jobs` submits.
 
 `hf_jobs.render_job_script` ships this file's source with the run's values written in as DEFAULTS
 (the job's arguments carry the same values). In the job it downloads runs/<run_key>/ from the
 staging dataset repo at a pinned revision, checks and installs the shipped rhythm wheel, runs
-`python -m rhythm_core.training.entry`, uploads its output directory to the result model repo and
+`python -m rhythm_core.training.entry` (sft, grpo) or `python -m rhythm_core.evaluation.entry`
+(play), uploads its output directory to the result model repo and
 prints `RHYTHM_JOB_RESULT {json}` last. HF_TOKEN comes from the job's secrets and is never printed.
 
 It runs before the wheel is installed, with only huggingface_hub: it imports nothing from rhythm_core.
@@ -28,7 +30,8 @@ import tempfile
 from pathlib import Path
 
 JOB_RESULT_PREFIX = "RHYTHM_JOB_RESULT "
-ENTRY_MODULE = "rhythm_core.training.entry"
+ENTRY_MODULES = {"sft": "rhythm_core.training.entry", "grpo": "rhythm_core.training.entry",
+                 "play": "rhythm_core.evaluation.entry"}
 
 # The run's values, written in at submission (hf_jobs.render_job_script); the job's arguments carry the
 # same values. Run as a module, every option comes from the command line.
@@ -36,8 +39,8 @@ DEFAULTS: dict = {}
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description="Run one rhythm training stage from staged inputs.")
-    parser.add_argument("--stage", default=DEFAULTS.get("stage"), choices=["sft", "grpo"])
+    parser = argparse.ArgumentParser(description="Run one rhythm stage from staged inputs.")
+    parser.add_argument("--stage", default=DEFAULTS.get("stage"), choices=list(ENTRY_MODULES))
     parser.add_argument("--run-key", default=DEFAULTS.get("run_key"))
     parser.add_argument("--staging-repo", default=DEFAULTS.get("staging_repo"))
     parser.add_argument("--input-revision", default=DEFAULTS.get("input_revision"))
@@ -101,15 +104,19 @@ def main(argv=None) -> int:
     install_wheel(wheel)
 
     out = work / "out"
-    cmd = [sys.executable, "-m", ENTRY_MODULE, "--stage", args.stage, "--config", str(inputs / "config.json"),
-           "--dataset", str(inputs / "dataset"), "--out", str(out)]
-    if args.init:
-        cmd += ["--init", str(inputs / "init")]
-    if args.provenance:
-        cmd += ["--provenance", str(inputs / "provenance.json")]
+    entry = ENTRY_MODULES[args.stage]
+    cmd = [sys.executable, "-m", entry, "--config", str(inputs / "config.json"), "--out", str(out)]
+    if args.stage == "play":  # the students' model folders are the staged init/
+        cmd += ["--checkpoints", str(inputs / "init")]
+    else:
+        cmd += ["--stage", args.stage, "--dataset", str(inputs / "dataset")]
+        if args.init:
+            cmd += ["--init", str(inputs / "init")]
+        if args.provenance:
+            cmd += ["--provenance", str(inputs / "provenance.json")]
     code = stream(cmd)
     if code != 0:
-        print(f"{ENTRY_MODULE} exited with code {code}", file=sys.stderr, flush=True)
+        print(f"{entry} exited with code {code}", file=sys.stderr, flush=True)
         return code
     result = json.loads((out / "result.json").read_text())
 

@@ -1,6 +1,8 @@
-"""Run a training stage on Hugging Face Jobs with the exact local code.
+"""Run a stage that needs a model on Hugging Face Jobs with the exact local code: training (sft,
+grpo) and the students' evaluation play (play).
 
-The job runs the same entry point as local training (`python -m rhythm_core.training.entry`):
+The job runs the same entry point as the local subprocess (`python -m rhythm_core.training.entry`,
+or `python -m rhythm_core.evaluation.entry` for play):
 
 1. the working tree is built into a wheel; its sha256 is the code version;
 2. the wheel and the inputs (dataset, init checkpoint, config.json, provenance.json) are uploaded to
@@ -40,9 +42,10 @@ from pathlib import Path
 from ..artifacts import rebase_paths, sha256_dir, sha256_file, write_result
 from ..training.entry import LOG_PREFIX
 from . import hf_job_script
+from .costs import billed, default_timeout_s, job_budget, parse_timeout
 from .hf_job_script import JOB_RESULT_PREFIX
 
-STAGES = ("sft", "grpo")
+STAGES = ("sft", "grpo", "play")
 # Stages after which a job never runs again (huggingface_hub's TERMINAL_JOB_STAGES).
 TERMINAL_STAGES = frozenset({"COMPLETED", "CANCELED", "ERROR", "DELETED"})
 HUB_DEPENDENCY = "huggingface_hub>=0.34"  # as in hf_job_script's PEP 723 block
@@ -56,8 +59,9 @@ class HFJobError(RuntimeError):
     """A Hugging Face job ended without a usable result (failed, canceled, or no result line)."""
 
     def __init__(self, message: str, *, job_id: str, stage: str | None, status_message: str | None,
-                 log_tail: list[str], job_url: str | None = None):
+                 log_tail: list[str], job_url: str | None = None, cost: dict | None = None):
         super().__init__(message)
+        self.cost = cost
         self.job_id = job_id
         self.stage = stage
         self.status_message = status_message
@@ -68,7 +72,8 @@ class HFJobError(RuntimeError):
 @dataclass
 class HFJobSpec:
     flavor: str = "a10g-small"
-    timeout: str = "2h"  # passed to run_uv_job
+    timeout: str | None = None  # "2h", "45m" or seconds; None: from the stage's size (costs.default_timeout_s)
+    max_usd: float | None = None  # refuse a job whose cost cap (price per hour × timeout) is above this
     namespace: str | None = None  # user/org that owns the staging repo, the result repo and the job
     image: str | None = None  # None: the uv job default image
     python: str | None = "3.11"
@@ -156,7 +161,7 @@ def _script_args(*, stage, run_key, staging_repo, input_revision, wheel, code_ve
 # Helpers
 
 
-def _link_or_copy(src, dst):
+def link_or_copy(src, dst):
     try:
         os.link(src, dst)
     except OSError:
@@ -195,7 +200,8 @@ def _payload(line: str, prefix: str):
 def run_key_for(stage: str, code_version: str, config: dict, dataset_dir, init_dir=None,
                 provenance: dict | None = None) -> str:
     """`{stage}-{12 hex}`: a hash of the code version, the config and the inputs' contents."""
-    material = {"code_version": code_version, "config": config, "dataset": sha256_dir(dataset_dir),
+    material = {"code_version": code_version, "config": config,
+                "dataset": sha256_dir(dataset_dir) if dataset_dir else None,
                 "init": sha256_dir(init_dir) if init_dir else None, "provenance": provenance}
     digest = hashlib.sha256(json.dumps(material, sort_keys=True, default=str).encode()).hexdigest()
     return f"{stage}-{digest[:12]}"
@@ -205,27 +211,42 @@ def run_key_for(stage: str, code_version: str, config: dict, dataset_dir, init_d
 # Running a job
 
 
-def run_training_job(stage: str, config: dict, *, dataset_dir, init_dir=None, provenance: dict | None, api,
-                     spec: HFJobSpec, project_root, token: str | None, log: Callable[[str], None],
-                     on_metrics: Callable[[dict], None] | None = None, poll_interval: float = 5.0,
-                     wheel: Path | None = None) -> dict:
-    """Run one training stage on Hugging Face Jobs; returns the job's record (see the module doc).
+def run_training_job(stage: str, config: dict, *, dataset_dir, **kwargs) -> dict:
+    """Run one training stage (sft, grpo) on Hugging Face Jobs (`run_job`)."""
+    if stage not in ("sft", "grpo"):
+        raise ValueError(f"unknown stage {stage!r} for a training job; allowed: sft, grpo")
+    return run_job(stage, config, dataset_dir=dataset_dir, **kwargs)
+
+
+def run_job(stage: str, config: dict, *, dataset_dir=None, init_dir=None, provenance: dict | None = None, api,
+            spec: HFJobSpec, project_root, token: str | None, log: Callable[[str], None],
+            on_metrics: Callable[[dict], None] | None = None, poll_interval: float = 5.0,
+            wheel: Path | None = None) -> dict:
+    """Run one stage on Hugging Face Jobs; returns the job's record (see the module doc). Training
+    stages read `dataset_dir` (and `init_dir`, the checkpoint GRPO starts from); play reads
+    `init_dir`, a folder holding each student's model folder.
 
     Raises HFJobError when the job ends in any stage but COMPLETED or prints no result line. If the
     caller is interrupted (any exception, KeyboardInterrupt, Dagster's interruption) while the job
     runs, the job is canceled and the exception re-raised."""
     if stage not in STAGES:
         raise ValueError(f"unknown stage {stage!r}; allowed: {', '.join(STAGES)}")
-    if stage == "grpo" and not init_dir:
-        raise ValueError("the grpo stage needs init_dir (the SFT checkpoint's model directory)")
-    dataset_dir = Path(dataset_dir)
-    if not dataset_dir.is_dir():
-        raise FileNotFoundError(f"dataset directory {dataset_dir} does not exist")
+    if stage in ("grpo", "play") and not init_dir:
+        raise ValueError(f"the {stage} stage needs init_dir (the model folder{'s' if stage == 'play' else ''} "
+                         "it starts from)")
+    if stage != "play":
+        dataset_dir = Path(dataset_dir)
+        if not dataset_dir.is_dir():
+            raise FileNotFoundError(f"dataset directory {dataset_dir} does not exist")
     if init_dir is not None and not Path(init_dir).is_dir():
         raise FileNotFoundError(f"init directory {init_dir} does not exist")
     token = token or getattr(api, "token", None)
     if not isinstance(token, str) or not token:
         raise ValueError("a Hugging Face token is needed: the job reads the private staging repo with it")
+    # What the job may cost, before anything is uploaded: a refused job costs nothing.
+    timeout_s = parse_timeout(spec.timeout) if spec.timeout else default_timeout_s(stage, config)
+    budget = job_budget(spec.flavor, timeout_s, max_usd=spec.max_usd, api=api, token=token)
+    log(f"[hf-jobs] {stage} job may cost {budget.describe()}")
     namespace = spec.namespace or api.whoami(token=token)["name"]
     staging_repo_id = _repo_id(namespace, spec.staging_repo)
     result_repo_id = _repo_id(namespace, f"{spec.result_repo_prefix}-{stage}")
@@ -243,14 +264,15 @@ def run_training_job(stage: str, config: dict, *, dataset_dir, init_dir=None, pr
         run_key = run_key_for(stage, code_version, config, dataset_dir, init_dir, provenance)
         run_dir = tmp / "run"
         run_dir.mkdir()
-        _link_or_copy(wheel, run_dir / wheel.name)
+        link_or_copy(wheel, run_dir / wheel.name)
         (run_dir / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True, default=str) + "\n")
         if provenance is not None:
             (run_dir / "provenance.json").write_text(
                 json.dumps(provenance, indent=2, sort_keys=True, default=str) + "\n")
-        shutil.copytree(dataset_dir, run_dir / "dataset", copy_function=_link_or_copy)
+        if dataset_dir is not None:
+            shutil.copytree(dataset_dir, run_dir / "dataset", copy_function=link_or_copy)
         if init_dir is not None:
-            shutil.copytree(init_dir, run_dir / "init", copy_function=_link_or_copy)
+            shutil.copytree(init_dir, run_dir / "init", copy_function=link_or_copy)
         log(f"[hf-jobs] code version {code_version[:12]} ({wheel.name}); uploading inputs to "
             f"{staging_repo_id}/runs/{run_key}")
         api.create_repo(staging_repo_id, repo_type="dataset", private=True, exist_ok=True, token=token)
@@ -268,7 +290,7 @@ def run_training_job(stage: str, config: dict, *, dataset_dir, init_dir=None, pr
         script.parent.mkdir()
         script.write_text(render_job_script(**values))
         submit = {"script_args": _script_args(**values), "dependencies": [HUB_DEPENDENCY], "flavor": spec.flavor,
-                  "timeout": spec.timeout, "labels": {"rhythm_stage": stage, "rhythm_run_key": run_key},
+                  "timeout": timeout_s, "labels": {"rhythm_stage": stage, "rhythm_run_key": run_key},
                   "namespace": namespace, "secrets": {"HF_TOKEN": token}, "token": token}
         if spec.python:
             submit["python"] = spec.python
@@ -279,7 +301,7 @@ def run_training_job(stage: str, config: dict, *, dataset_dir, init_dir=None, pr
     job_url = getattr(job, "url", None)
     flavor = getattr(job, "flavor", None) or spec.flavor
     flavor = getattr(flavor, "value", flavor)
-    log(f"[hf-jobs] submitted job {job_id} ({flavor}, timeout {spec.timeout}): {job_url or 'no url'}")
+    log(f"[hf-jobs] submitted job {job_id} ({flavor}, timeout {timeout_s} s): {job_url or 'no url'}")
 
     # 4. Follow the logs, then wait for a terminal stage; cancel if the caller is interrupted.
     tail: deque[str] = deque(maxlen=max(0, spec.log_tail_lines))
@@ -354,23 +376,29 @@ def run_training_job(stage: str, config: dict, *, dataset_dir, init_dir=None, pr
 
     message = _status_message(info)
     message = _redact(message, token) if isinstance(message, str) else message
+    cost = {**budget.as_dict(), **billed(info, budget.usd_per_hour)}
+    log(f"[hf-jobs] job {job_id} billed {cost['billed_minutes']} min: ${cost['cost_usd']:.4f}")
     if stage_name != "COMPLETED" or job_result is None or not job_result.get("repo_id") \
             or not job_result.get("revision"):
         why = f"ended {stage_name}: {message or '(no status message)'}"
         if stage_name == "COMPLETED":
             why += f" but printed no usable {JOB_RESULT_PREFIX.strip()} line"
+        elif "timeout" in (message or "").lower() or cost["running_s"] >= timeout_s:
+            why += (f" — it hit its timeout of {timeout_s} s (set ComputeResource.hf_timeout to give the stage "
+                    "longer)")
         raise HFJobError(
             f"Hugging Face job {job_id} {why}\njob: {job_url or '(no url)'}\n"
             f"last {len(tail)} log lines:\n" + "\n".join(tail),
-            job_id=job_id, stage=stage_name, status_message=message, log_tail=list(tail), job_url=job_url)
+            job_id=job_id, stage=stage_name, status_message=message, log_tail=list(tail), job_url=job_url, cost=cost)
 
     return {"job_id": job_id, "job_url": job_url, "status": stage_name, "code_version": code_version,
             "input_revision": input_revision, "staging_repo_id": staging_repo_id, "run_key": run_key,
             "hub_repo_id": job_result["repo_id"], "hub_revision": job_result["revision"],
-            "remote_out_dir": job_result.get("out_dir"), "result": job_result.get("result"), "flavor": flavor}
+            "remote_out_dir": job_result.get("out_dir"), "result": job_result.get("result"), "flavor": flavor,
+            "cost": cost}
 
 
-JOB_SUMMARY_KEYS = ("job_id", "job_url", "status", "code_version", "hub_repo_id", "hub_revision", "flavor")
+JOB_SUMMARY_KEYS = ("job_id", "job_url", "status", "code_version", "hub_repo_id", "hub_revision", "flavor", "cost")
 
 
 def fetch_training_result(job: dict, out_dir, *, download: Callable[..., str]) -> dict:

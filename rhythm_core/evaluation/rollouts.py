@@ -59,10 +59,11 @@ def play_records(agent, condition: str, seeds, identity: dict) -> list[dict]:
             for i in range(n)]
 
 
-def _players(checkpoints: dict[str, str], baselines, sampling) -> list[tuple[str, Callable[[], object], dict]]:
+def _players(checkpoints: dict[str, str], baselines, sampling,
+             recorded_as: dict[str, str] | None = None) -> list[tuple[str, Callable[[], object], dict]]:
     players = []
     for name, model_dir in checkpoints.items():
-        identity = {"backend": "checkpoint", "model": str(model_dir), "id": name}
+        identity = {"backend": "checkpoint", "model": str((recorded_as or {}).get(name, model_dir)), "id": name}
         players.append((name, partial(_checkpoint_agent, model_dir, sampling, name), identity))
     for name in baselines:
         players.append((name, partial(get_agent, name), {"backend": "baseline", "model": name, "id": name}))
@@ -92,17 +93,20 @@ def _play_file(name: str, make: Callable[[], object], identity: dict, condition:
 
 
 def play_condition(checkpoints: dict[str, str], condition: str, seeds_spec: str, staged, *, sampling=None,
-                   baselines=EVAL_BASELINES, log: Callable[[str], None] | None = None) -> dict:
+                   baselines=EVAL_BASELINES, log: Callable[[str], None] | None = None,
+                   recorded_as: dict[str, str] | None = None) -> dict:
     """Play every player on one condition into `staged`/<player>__<condition>.jsonl; returns the
     files' manifest entries. Conditions are independent, so they can run in parallel processes; within
-    one, the checkpoints play side by side (`training.side_by_side`), the baselines here after them."""
+    one, the checkpoints play side by side (`training.side_by_side`), the baselines here after them.
+    `recorded_as`: the model path a checkpoint's records name, where it is loaded from a copy (a
+    remote job), so the files equal a local play's."""
     from ..training.generation import SamplingConfig
 
     log = log or (lambda message: None)
     sampling = sampling or SamplingConfig()
     seeds = eval_seed_list(condition, seeds_spec)
     jobs = [(name, make, identity, condition, seeds, staged) for name, make, identity
-            in _players(checkpoints, baselines, sampling)]
+            in _players(checkpoints, baselines, sampling, recorded_as)]
     played = run_side_by_side(_play_file, jobs[:len(checkpoints)]) + [_play_file(*job) for job in jobs[len(checkpoints):]]
     files = {}
     for file, entry, line in played:

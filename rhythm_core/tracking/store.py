@@ -273,6 +273,11 @@ class Tracker:
                 **{k: os.environ.get(k, v) for k, v in HTTP_LIMITS.items()}}
 
     # -- a training stage's run -------------------------------------------------------------------
+    def log_job_cost(self, run_id: str | None, job: dict | None) -> None:
+        """A Hugging Face job's cost cap, billed minutes and dollars as metrics of `run_id`."""
+        if run_id and self.ok and job_cost_metrics(job):
+            self.log_metrics(run_id, job_cost_metrics(job))
+
     def finish_training(self, run_id: str | None, result: dict) -> None:
         """After a training stage: its summary figures, the plots, model card and metrics file as
         artifacts, the dataset format and base model as tags; the step metrics from metrics.json when
@@ -288,6 +293,7 @@ class Tracker:
             self.log_history(run_id, history)
         stepped = {k for e in history for k in numeric_metrics(e)}
         summary = {k: v for k, v in numeric_metrics(result).items() if k not in stepped}
+        summary.update(job_cost_metrics(result.get("hf_job")))
         self.log_metrics(run_id, summary, step=int(result.get("steps") or 0))
         self.set_tags(run_id, {"rhythm.base_model": result.get("base_model"),
                                "rhythm.prompt_format": result.get("prompt_format"),
@@ -325,3 +331,9 @@ def tracked_run(name: str, *, report_to="mlflow", tags: dict | None = None, para
                 os.environ[key] = value
     if run_id:
         tracker.end_run(run_id, "FINISHED")
+
+
+def job_cost_metrics(job: dict | None) -> dict[str, float]:
+    """hf_job_cost_usd, hf_job_billed_minutes and hf_job_max_cost_usd of a job record (empty without one)."""
+    cost = (job or {}).get("cost") or {}
+    return {f"hf_job_{k}": float(cost[k]) for k in ("cost_usd", "billed_minutes", "max_cost_usd") if k in cost}

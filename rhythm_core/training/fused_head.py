@@ -77,10 +77,14 @@ def labelled_positions_only() -> Iterator[bool]:
 
 
 def speedups(model, last_layer_used: bool) -> dict:
-    """What a training result records about its two CPU speed-ups: on, or off and why (a library
-    release that moved what they rely on: the same results, slower)."""
+    """What a training result records about how it ran on the CPU: the kernels' instruction set
+    (rhythm_core.kernels) and its two speed-ups, on, or off and why (a library release that moved what
+    they rely on: the same results, slower)."""
+    import torch
+
     from .last_layer import last_layer_status
 
-    return {"fused_head": fused_head_status() or "on: labelled positions only",
+    return {"cpu_kernels": torch.backends.cpu.get_cpu_capability(),
+            "fused_head": fused_head_status() or "on: labelled positions only",
             "last_layer": (last_layer_status(model) or "on: read positions only") if last_layer_used
             else "not used: LoRA or another architecture"}

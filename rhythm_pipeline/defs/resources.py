@@ -73,15 +73,18 @@ class HubResource(dg.ConfigurableResource):
 
 
 class ComputeResource(dg.ConfigurableResource):
-    """Where training runs. backend: local (a subprocess on this machine's CPU or CUDA, through
-    Dagster Pipes) | hf_jobs (Hugging Face Jobs running the same rhythm_core code version)."""
+    """Where models run: training (`train`) and the students' evaluation play (`play`). backend:
+    local (a subprocess on this machine's CPU or CUDA, through Dagster Pipes) | hf_jobs (Hugging Face
+    Jobs running the same rhythm_core code version). No Dagster process loads a model."""
 
     backend: str = "local"
     hf_flavor: str = "a10g-small"
-    hf_timeout: str = "2h"
+    hf_timeout: str | None = None  # "2h", "45m"; None: from each stage's size (rhythm_core.compute.costs)
+    hf_max_usd: float | None = None  # refuse a job whose cost cap (flavor price per hour × timeout) is above this
     hf_namespace: str | None = None
     hf_token: str | None = None
     hf_image: str | None = None
+    hf_endpoint: str | None = None  # the Hub's URL (default: huggingface.co, or HF_ENDPOINT)
 
     def train(self, context, *, stage: str, config: dict, dataset_dir: str, out_dir: str,
               init_dir: str | None = None, provenance: dict | None = None, env: dict | None = None) -> None:
@@ -110,23 +113,83 @@ class ComputeResource(dg.ConfigurableResource):
             env=env or {},
         )
 
-    def _train_hf_jobs(self, context, stage, config, dataset_dir, out_dir, init_dir, provenance) -> None:
+    def play(self, context, *, config: dict, checkpoints: dict[str, str], out_dir: str, threads: int) -> dict:
+        """Play the students (name -> model folder) on one condition's evaluation seeds (`config`:
+        condition, seeds, sampling) into `out_dir`; returns {"files": their manifest entries, "hf_job":
+        the job's summary with its cost, or None}."""
+        if self.backend == "local":
+            return self._play_local(context, config, checkpoints, out_dir, threads)
+        if self.backend == "hf_jobs":
+            return self._play_hf_jobs(context, config, checkpoints, out_dir)
+        raise ValueError(f"unknown compute backend {self.backend!r}; allowed: local, hf_jobs")
+
+    def _play_local(self, context, config, checkpoints, out_dir, threads) -> dict:
+        import sys
+
+        from rhythm_core.compute.threads import thread_env
+
+        extras = {"config": config, "checkpoints": checkpoints, "out": out_dir, "threads": threads}
+        invocation = dg.PipesSubprocessClient(env=thread_env(threads)).run(
+            context=context, command=[sys.executable, "-m", "rhythm_pipeline.play_entry"], extras=extras)
+        messages = invocation.get_custom_messages()
+        if not messages or "files" not in messages[-1]:
+            raise dg.Failure(f"the evaluation subprocess for {config['condition']} reported no files")
+        return {"files": messages[-1]["files"], "hf_job": None}
+
+    def _play_hf_jobs(self, context, config, checkpoints, out_dir) -> dict:
+        """The students play in a Hugging Face job on copies of their model folders; the files come
+        back through the job's result repo and are checked against their manifest entries."""
+        import shutil
+        import tempfile
         from functools import partial
         from pathlib import Path
 
-        from huggingface_hub import HfApi, snapshot_download
+        from huggingface_hub import snapshot_download
+
+        from rhythm_core.artifacts import sha256_file
+        from rhythm_core.compute.hf_jobs import fetch_training_result, link_or_copy
+
+        with tempfile.TemporaryDirectory(prefix="rhythm-play-") as tmp:
+            folders = Path(tmp) / "checkpoints"
+            for name, model_dir in checkpoints.items():
+                shutil.copytree(model_dir, folders / name, copy_function=link_or_copy)
+            job_config = {**config, "players": {name: name for name in checkpoints}, "recorded_as": checkpoints}
+            job = self._hf_job(context, "play", job_config, init_dir=str(folders))
+            result = fetch_training_result(job, Path(tmp) / "result",
+                                           download=partial(snapshot_download, token=self.hf_token, endpoint=self.hf_endpoint))
+            for file, entry in result["files"].items():
+                source = Path(tmp) / "result" / file
+                if sha256_file(source) != entry["sha256"]:
+                    raise dg.Failure(f"HF job {job['job_id']}: {file} does not match its manifest entry")
+                shutil.copyfile(source, Path(out_dir) / file)
+        return {"files": result["files"], "hf_job": result["hf_job"]}
+
+    def _hf_job(self, context, stage: str, config: dict, **inputs) -> dict:
+        """Run one stage as a Hugging Face job (rhythm_core.compute.hf_jobs.run_job)."""
+        from pathlib import Path
+
+        from huggingface_hub import HfApi
 
         import rhythm_core
-        from rhythm_core.compute.hf_jobs import HFJobSpec, fetch_training_result, run_training_job
+        from rhythm_core.compute.hf_jobs import HFJobSpec, run_job
 
-        spec = HFJobSpec(flavor=self.hf_flavor, timeout=self.hf_timeout, namespace=self.hf_namespace,
-                         image=self.hf_image)
-        job = run_training_job(stage, config, dataset_dir=dataset_dir, init_dir=init_dir, provenance=provenance,
-                               api=HfApi(token=self.hf_token), spec=spec, token=self.hf_token, log=context.log.info,
-                               project_root=Path(rhythm_core.__file__).parents[1])
+        spec = HFJobSpec(flavor=self.hf_flavor, timeout=self.hf_timeout, max_usd=self.hf_max_usd,
+                         namespace=self.hf_namespace, image=self.hf_image)
+        job = run_job(stage, config, **inputs, api=HfApi(token=self.hf_token, endpoint=self.hf_endpoint), spec=spec,
+                      token=self.hf_token, log=context.log.info, project_root=Path(rhythm_core.__file__).parents[1])
         context.log.info(f"HF job {job['job_id']} finished: {job['hub_repo_id']}@{job['hub_revision']}")
+        return job
+
+    def _train_hf_jobs(self, context, stage, config, dataset_dir, out_dir, init_dir, provenance) -> None:
+        from functools import partial
+
+        from huggingface_hub import snapshot_download
+
+        from rhythm_core.compute.hf_jobs import fetch_training_result
+
+        job = self._hf_job(context, stage, config, dataset_dir=dataset_dir, init_dir=init_dir, provenance=provenance)
         # The lineage keeps a local copy; the Hub repo and revision stay in the metadata.
-        fetch_training_result(job, out_dir, download=partial(snapshot_download, token=self.hf_token))
+        fetch_training_result(job, out_dir, download=partial(snapshot_download, token=self.hf_token, endpoint=self.hf_endpoint))
 
 
 def _secret(name: str):

@@ -139,6 +139,10 @@ class TrackingResource(dg.ConfigurableResource):
                     if trained:
                         tracker.set_tags(trained.info.run_id, {"rhythm.evaluated_by": run_id})
                 tracker.log_metrics(run_id, evaluation_metrics(results))
+                costs = [job.get("cost") or {} for job in eval_rollouts.get("hf_jobs") or []]
+                if costs:  # the students played on HF Jobs: the jobs' caps and bills, summed
+                    tracker.log_job_cost(run_id, {"cost": {k: sum(c.get(k, 0) for c in costs)
+                                                           for k in ("cost_usd", "billed_minutes", "max_cost_usd")}})
                 tracker.log_artifacts(run_id, [stage["json"], stage["final_scores_png"], stage["belief_accuracy_png"],
                                                stage["dir"] + "/eval_results.md"])
         return tracked

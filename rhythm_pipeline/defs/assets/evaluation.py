@@ -6,7 +6,6 @@ import time
 import dagster as dg
 
 from rhythm_core.artifacts import StageIncomplete, staging_dir
-from rhythm_core.compute.threads import limit_threads
 from rhythm_core.env.conditions import CONDITIONS
 from rhythm_core.evaluation.results import append_history, eval_results_stage, headline_figures, history_markdown
 from rhythm_core.evaluation.rollouts import (
@@ -20,7 +19,7 @@ from rhythm_core.evaluation.teacher_play import TEACHER_PLAYER, teacher_identity
 from rhythm_core.evaluation.teacher_play import play_teacher as play_teacher_on_eval_seeds
 from rhythm_core.training.generation import SamplingConfig
 from rhythm_pipeline.defs.executor import PARALLEL_TORCH_TAGS, step_thread_budget
-from rhythm_pipeline.defs.resources import TeacherResource
+from rhythm_pipeline.defs.resources import ComputeResource, TeacherResource
 from rhythm_pipeline.defs.tracking import TrackingResource
 from rhythm_pipeline.lineage import lineage_metadata, png_metadata, versioned_output
 from rhythm_pipeline.settings import ACTIVE_GRADER, GRADING_AUTOMATION, GRADING_TAGS, artifact_root, code_version
@@ -61,15 +60,22 @@ def plan_eval_rollouts(context: dg.OpExecutionContext, config: EvalRolloutsConfi
 
 def _play_op(condition: str):
     @dg.op(name=f"play_{condition}", out=dg.Out(dict), tags=PARALLEL_TORCH_TAGS,
-           description=f"Every player on the {condition} evaluation seeds (its own process under the multiprocess "
-                       "executor, torch sized to its share of the cores).")
-    def play(context: dg.OpExecutionContext, plan: dict) -> dict:
+           description=f"Every player on the {condition} evaluation seeds: the students where the compute resource "
+                       "runs models (a local subprocess or a Hugging Face job), then the reference agents here "
+                       "(no model). Its own process under the multiprocess executor, sized to its share of the cores.")
+    def play(context: dg.OpExecutionContext, plan: dict, compute: ComputeResource) -> dg.Output[dict]:
         threads = step_thread_budget(context, parallel_steps=len(CONDITIONS))
-        limit_threads(threads)
-        context.log.info(f"play_{condition}: {threads} torch thread(s)")
-        return play_condition(plan["checkpoints"], condition, plan["seeds"][condition], plan["staged"],
-                              sampling=SamplingConfig(**plan["sampling"]), baselines=plan["baselines"],
-                              log=context.log.info)
+        context.log.info(f"play_{condition}: {threads} torch thread(s), students on compute {compute.backend}")
+        started = time.perf_counter()
+        config = {"condition": condition, "seeds": plan["seeds"][condition], "sampling": plan["sampling"]}
+        students = compute.play(context, config=config, checkpoints=plan["checkpoints"], out_dir=plan["staged"],
+                                threads=threads)
+        context.log.info(f"play_{condition}: students played in {time.perf_counter() - started:.1f} s")
+        baselines = play_condition({}, condition, plan["seeds"][condition], plan["staged"],
+                                   sampling=SamplingConfig(**plan["sampling"]), baselines=plan["baselines"],
+                                   log=context.log.info)
+        # An Output, not a plain value: a Pipes session in the step makes Dagster expect typed events.
+        return dg.Output({"files": {**students["files"], **baselines}, "hf_job": students["hf_job"]})
 
     return play
 
@@ -103,9 +109,11 @@ def publish_eval_rollouts(context: dg.OpExecutionContext, plan: dict, continuous
                   "headline_student": (grpo.get("validation") or {}).get("better", "student_grpo")}
     result = publish_rollouts(plan["staged"], plan["root"], checkpoints=plan["checkpoints"], seeds=plan["seeds"],
                               sampling=SamplingConfig(**plan["sampling"]), baselines=plan["baselines"],
-                              files={**continuous, **ood, **discrete3, **teacher_play.get("files", {})},
+                              files={**continuous["files"], **ood["files"], **discrete3["files"],
+                                     **teacher_play.get("files", {})},
                               provenance=provenance,
                               extra_players={TEACHER_PLAYER: teacher_play["identity"]} if teacher_play else None)
+    result["hf_jobs"] = [p["hf_job"] for p in (continuous, ood, discrete3) if p.get("hf_job")]
     files = result["manifest"]["files"]
     teacher_files = [f for f in files.values() if f["player"] == TEACHER_PLAYER]
     return versioned_output(result, {
@@ -119,12 +127,25 @@ def publish_eval_rollouts(context: dg.OpExecutionContext, plan: dict, continuous
             "teacher_cost_usd": round(sum(f["cost_usd"] for f in teacher_files), 6),
             **{f"invalid_rate_teacher_{f['condition']}": f["invalid_rate"] for f in teacher_files}}
            if teacher_play else {}),
+        **_jobs_metadata([continuous, ood, discrete3]),
         **lineage_metadata(context, upstream, plan["config"], code_version=EVAL_ROLLOUTS_CODE_VERSION),
     })
 
 
-EVAL_ROLLOUTS_CODE_VERSION = code_version("eval-rollouts", play_condition, publish_rollouts, play_teacher_on_eval_seeds,
-                                          config=EvalRolloutsConfig)
+def _jobs_metadata(played: list[dict]) -> dict:
+    """The Hugging Face jobs the students played in: their ids and, summed, their cost caps and bills."""
+    jobs = [p["hf_job"] for p in played if p.get("hf_job")]
+    if not jobs:
+        return {}
+    costs = [j.get("cost") or {} for j in jobs]
+    return {"hf_job_ids": dg.MetadataValue.json([j["job_id"] for j in jobs]),
+            "hf_job_max_cost_usd": round(sum(c.get("max_cost_usd", 0.0) for c in costs), 4),
+            "hf_job_billed_minutes": sum(c.get("billed_minutes", 0) for c in costs),
+            "hf_job_cost_usd": round(sum(c.get("cost_usd", 0.0) for c in costs), 4)}
+
+
+EVAL_ROLLOUTS_CODE_VERSION = code_version("eval-rollouts", "rhythm_core.evaluation.entry", play_condition, publish_rollouts,
+                                          play_teacher_on_eval_seeds, config=EvalRolloutsConfig)
 
 
 def _eval_config(config: dict) -> dict:

@@ -58,13 +58,23 @@ def _train(context, compute: ComputeResource, stage: str, config: dict, dataset_
     return {**result, "mlflow_run_id": tracked.run_id}, tracked.metadata()
 
 
+def job_cost_metadata(job: dict) -> dict:
+    """What a Hugging Face job could cost (its cap) and what it was billed."""
+    cost = job.get("cost") or {}
+    if not cost:
+        return {}
+    return {"hf_job_max_cost_usd": cost["max_cost_usd"], "hf_job_billed_minutes": cost["billed_minutes"],
+            "hf_job_cost_usd": cost["cost_usd"], "hf_job_flavor": cost["flavor"],
+            "hf_job_price": f"${cost['usd_per_hour']:.2f}/h ({cost['price_source']})"}
+
+
 def _compute_metadata(result: dict, compute: ComputeResource) -> dict:
     """Where the training ran; for Hugging Face Jobs, the job and the result repo revision."""
     job = result.get("hf_job")
     if not job:
         return {"compute": compute.backend}
     return {"compute": compute.backend, "hf_job_id": job["job_id"], "hf_job_url": job.get("job_url") or "",
-            "hub_repo_id": job["hub_repo_id"], "hub_revision": job["hub_revision"]}
+            "hub_repo_id": job["hub_repo_id"], "hub_revision": job["hub_revision"], **job_cost_metadata(job)}
 
 
 def _speedup_metadata(result: dict) -> dict:

@@ -1,0 +1,33 @@
+"""The evaluation subprocess behind ComputeResource(backend="local").play, speaking Dagster Pipes.
+
+It plays the students of one condition with rhythm_core.evaluation.entry.play_students (a model is
+loaded here, never in the Dagster step), streams each finished player into the run's log and
+reports the files' manifest entries as its custom message; a crash (a CUDA OOM) fails the step only.
+"""
+
+import os
+import sys
+import traceback
+
+from dagster_pipes import open_dagster_pipes
+
+from rhythm_core.evaluation.entry import play_students
+
+
+def main() -> int:
+    with open_dagster_pipes() as pipes:
+        extras = pipes.extras
+        pipes.log.info(f"playing {', '.join(extras['checkpoints'])} on {extras['config']['condition']} "
+                       f"(pid {os.getpid()})")
+        try:
+            result = play_students(extras["config"], extras["checkpoints"], extras["out"], threads=extras.get("threads"),
+                                   on_log=lambda entry: pipes.log.info(entry["played"]))
+        except Exception as exc:
+            pipes.log.error(f"playing failed: {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=8)}")
+            raise
+        pipes.report_custom_message(result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
