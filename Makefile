@@ -49,6 +49,7 @@ ui: $(STAMP)
 MLFLOW_STORE = $(or $(RHYTHM_ARTIFACTS),$(DAGSTER_HOME)/storage/rhythm)/mlflow
 mlflow: $(STAMP)
 	mkdir -p $(MLFLOW_STORE)
+	@echo "MLflow UI: http://127.0.0.1:5000/#/experiments?workflowType=machine_learning (the runs; MLflow 3 opens its GenAI view otherwise)"
 	$(BIN)/mlflow server --backend-store-uri sqlite:///$(abspath $(MLFLOW_STORE))/mlflow.db \
 		--default-artifact-root $(abspath $(MLFLOW_STORE))/artifacts -h 127.0.0.1 -p 5000
 

@@ -40,6 +40,15 @@ PRESETS: dict[str, dict] = {
              "sft": {"short_context_steps": 1000, "max_steps": 1200},
              "grpo": {"max_steps": 50, "teacher_prompts": 2048, "student_episodes": 16},
              "eval_seeds": DEFAULT_EVAL_SEEDS},
+    # The published recipe's student: Qwen2.5-3B-Instruct with LoRA (r=16) on an API teacher's weeks.
+    # Dagster runs it as the job rhythm_lineage_published (teacher gpt-5.4, training and evaluation on
+    # Hugging Face Jobs, a10g-large); `rhythm distill --preset published` trains the same student on
+    # this machine's GPU from the Bayesian teacher's weeks.
+    "published": {"teacher_seeds": "1000-1299", "dataset": {},
+                  "sft": {"base_model": "Qwen/Qwen2.5-3B-Instruct", "learning_rate": 2e-4, "max_steps": 300,
+                          "per_device_train_batch_size": 1, "gradient_accumulation_steps": 8, "lora_r": 16},
+                  "grpo": {"max_steps": 20, "per_device_train_batch_size": 8, "num_generations": 8},
+                  "eval_seeds": DEFAULT_EVAL_SEEDS},
 }
 
 

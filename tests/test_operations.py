@@ -135,3 +135,25 @@ def test_sync_status_reads_dagsters_resolver_on_the_locked_release():
     with dg.DagsterInstance.ephemeral() as instance:
         status = unsynced_status(instance, defs)
     assert len(status) == 8 and set(status.values()) == {"MISSING"}
+
+
+def test_the_published_recipe_is_a_job_dagster_validates_as_it_is(monkeypatch):
+    """rhythm_lineage_published: the API teacher, the 3B student with LoRA, training and evaluation on
+    HF Jobs. Its own config validates once the two keys are in the environment, and not before."""
+    from rhythm_pipeline.defs.jobs import PUBLISHED_CONFIG
+
+    job = defs.resolve_job_def("rhythm_lineage_published")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    with pytest.raises(dg.DagsterInvalidConfigError, match="OPENAI_API_KEY"):
+        dg.validate_run_config(job, PUBLISHED_CONFIG)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-real")
+    monkeypatch.setenv("HF_TOKEN", "hf_test_not_real")
+    config = dg.validate_run_config(job, PUBLISHED_CONFIG)
+    assert config["ops"]["sft_checkpoint"]["config"]["base_model"] == "Qwen/Qwen2.5-3B-Instruct"
+    assert config["resources"]["compute"]["config"]["backend"] == "hf_jobs"
+    assert config["resources"]["compute"]["config"]["hf_flavor"] == "a10g-large"
+    assert config["resources"]["teacher"]["config"]["backend"] == "openai"
+    from rhythm_core.training.sft import SFTRunConfig
+
+    assert SFTRunConfig(**PUBLISHED_CONFIG["ops"]["sft_checkpoint"]["config"]).lora

@@ -14,6 +14,7 @@ materialized (the instance is copied first, so the source stays untouched):
 from __future__ import annotations
 
 import base64
+import contextlib
 import html
 import json
 import os
@@ -512,3 +513,54 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def descendants(pid: int) -> list[str]:
+    """Every process below `pid` (children, grandchildren, ...), by /proc's parent links."""
+    found, todo = [], [str(pid)]
+    while todo:
+        parent = todo.pop()
+        children = subprocess.run(["pgrep", "-P", parent], capture_output=True, text=True).stdout.split()
+        found += children
+        todo += children
+    return found
+
+
+def test_make_ui_stops_cleanly_on_ctrl_c_and_names_the_location_rhythm(tmp_path):
+    """`make ui` as a user runs it from a terminal: Ctrl-C (SIGINT to the whole foreground process
+    group) stops make, the launcher, dagster dev and every child within seconds; the code location is
+    "rhythm" and the log has no "does not match" warning whatever the checkout's folder is called."""
+    home = tmp_path / "home"
+    home.mkdir()
+    shutil.copy(REPO / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
+    port = free_port()
+    log = tmp_path / "make_ui.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(["make", "-s", "ui", f"UI_PORT={port}"], cwd=REPO, stdout=out,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                                env={**os.environ, "DAGSTER_HOME": str(home)}, preexec_fn=_default_sigint)
+    server = DevServer(f"http://127.0.0.1:{port}", proc, log)
+    try:
+        wait_until_ready(server)
+        names = server.graphql("{ workspaceOrError { ... on Workspace { locationEntries { name } } } }")
+        assert [e["name"] for e in names["workspaceOrError"]["locationEntries"]] == ["rhythm"]
+        members = descendants(proc.pid)
+        assert len(members) >= 4, members  # the launcher, dagster dev, its webserver and code server
+        started = time.monotonic()
+        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in the terminal sends
+        proc.wait(timeout=30)
+        stopped_in = time.monotonic() - started
+        alive = [pid for pid in members if Path(f"/proc/{pid}").exists()]
+        time.sleep(0.5)
+        alive = [pid for pid in alive if Path(f"/proc/{pid}").exists()]
+        assert not alive, f"left running after Ctrl-C: {alive}"
+        assert stopped_in < 30
+    finally:
+        leftover = descendants(proc.pid) if proc.poll() is None else []
+        stop(proc)
+        for pid in leftover:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
+    text = log.read_text(errors="replace")
+    assert "does not match" not in text, text[-3000:]
+    assert str(home) in text or "rhythm ui" in text or "Serving dagster-webserver" in text, text[-3000:]

@@ -5,7 +5,7 @@ Job), so no Dagster process loads a model.
     python -m rhythm_core.evaluation.entry --config config.json --checkpoints DIR --out DIR
 
 config.json: {"condition", "seeds", "sampling", "players": {name: folder under --checkpoints}, and
-optionally "recorded_as": {name: the model path the records name}}. The
+optionally "recorded_as": {name: the model path the records name} and "threads"}. The
 files are `<out>/<player>__<condition>.jsonl`; `<out>/result.json` holds their manifest entries
 (`files`). Each finished player is printed as a line `RHYTHM_LOG {json}`, as training logs are.
 """
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     def emit(entry: dict) -> None:
         print(LOG_PREFIX + json.dumps(entry, default=str), flush=True)
 
-    result = play_students(config, checkpoints, args.out, on_log=emit)
+    result = play_students(config, checkpoints, args.out, on_log=emit, threads=config.get("threads"))
     write_result(args.out, result)
     return 0
 

@@ -259,10 +259,11 @@ class Tracker:
     def run_url(self, run_id: str | None) -> str | None:
         if not run_id or self._experiment_id is None:
             return None
-        return f"{self.ui_url}/#/experiments/{self._experiment_id}/runs/{run_id}"
+        return f"{self.ui_url}/#/experiments/{self._experiment_id}/runs/{run_id}?{MODEL_TRAINING_VIEW}"
 
     def model_url(self, name: str, version: str | int | None = None) -> str:
-        return f"{self.ui_url}/#/models/{name}" + (f"/versions/{version}" if version is not None else "")
+        return (f"{self.ui_url}/#/models/{name}" + (f"/versions/{version}" if version is not None else "")
+                + f"?{MODEL_TRAINING_VIEW}")
 
     def subprocess_env(self, run_id: str | None) -> dict[str, str]:
         """What a child process needs to log into `run_id` (empty MLFLOW_RUN_ID: nothing to log into)."""
@@ -337,3 +338,13 @@ def job_cost_metrics(job: dict | None) -> dict[str, float]:
     """hf_job_cost_usd, hf_job_billed_minutes and hf_job_max_cost_usd of a job record (empty without one)."""
     cost = (job or {}).get("cost") or {}
     return {f"hf_job_{k}": float(cost[k]) for k in ("cost_usd", "billed_minutes", "max_cost_usd") if k in cost}
+
+
+# MLflow 3's UI opens every experiment in its GenAI view (traces) unless the link asks for the model
+# training view, whatever the experiment's kind tag says; every link rhythm prints asks for it.
+MODEL_TRAINING_VIEW = "workflowType=machine_learning"
+
+
+def experiment_url(ui_url: str, experiment_id: str) -> str:
+    """The experiment's runs table in the MLflow UI (not its GenAI overview)."""
+    return f"{ui_url}/#/experiments/{experiment_id}/runs?{MODEL_TRAINING_VIEW}"

@@ -24,6 +24,34 @@ rhythm_lineage_long = dg.define_asset_job(
     }},
 )
 
+_PUBLISHED = PRESETS["published"]
+# The published recipe at real scale: an API teacher, the 3B student with LoRA trained and evaluated
+# on Hugging Face Jobs. Needs OPENAI_API_KEY and HF_TOKEN (RHYTHM_HUB_NAMESPACE names the owner of the
+# job and its repos); every job states its cost cap before it is submitted and is refused above
+# hf_max_usd. README, "The real base model", gives the cost per stage.
+PUBLISHED_CONFIG = {
+    "ops": {
+        "teacher_trajectories": {"config": {"seeds": _PUBLISHED["teacher_seeds"]}},
+        "sft_dataset": {"config": _PUBLISHED["dataset"]},
+        "sft_checkpoint": {"config": _PUBLISHED["sft"]},
+        "grpo_checkpoint": {"config": _PUBLISHED["grpo"]},
+    },
+    "resources": {
+        "teacher": {"config": {"backend": "openai", "model": "gpt-5.4", "reasoning_effort": "low",
+                               "api_key": {"env": "OPENAI_API_KEY"}, "price_input_per_m": 2.5,
+                               "price_cached_input_per_m": 0.25, "price_output_per_m": 15.0, "max_cost_usd": 40.0}},
+        "compute": {"config": {"backend": "hf_jobs", "hf_flavor": "a10g-large", "hf_max_usd": 5.0,
+                               "hf_token": {"env": "HF_TOKEN"}}},
+    },
+}
+rhythm_lineage_published = dg.define_asset_job(
+    "rhythm_lineage_published",
+    selection=dg.AssetSelection.all(),
+    description="The published recipe: 300 weeks of gpt-5.4 (OpenAI API), Qwen2.5-3B-Instruct with LoRA trained "
+                "(SFT, GRPO) and evaluated on Hugging Face Jobs (a10g-large), each job under a $5 cap.",
+    config=PUBLISHED_CONFIG,
+)
+
 # Re-grade from stored trajectories after a grader change: every asset tagged as grading, and only
 # those. No teacher call, no training, no model run.
 regrade = dg.define_asset_job("regrade", selection=dg.AssetSelection.tag("rhythm/grades", "true"),

@@ -120,7 +120,7 @@ class ComputeResource(dg.ConfigurableResource):
         if self.backend == "local":
             return self._play_local(context, config, checkpoints, out_dir, threads)
         if self.backend == "hf_jobs":
-            return self._play_hf_jobs(context, config, checkpoints, out_dir)
+            return self._play_hf_jobs(context, config, checkpoints, out_dir, threads)
         raise ValueError(f"unknown compute backend {self.backend!r}; allowed: local, hf_jobs")
 
     def _play_local(self, context, config, checkpoints, out_dir, threads) -> dict:
@@ -136,7 +136,7 @@ class ComputeResource(dg.ConfigurableResource):
             raise dg.Failure(f"the evaluation subprocess for {config['condition']} reported no files")
         return {"files": messages[-1]["files"], "hf_job": None}
 
-    def _play_hf_jobs(self, context, config, checkpoints, out_dir) -> dict:
+    def _play_hf_jobs(self, context, config, checkpoints, out_dir, threads) -> dict:
         """The students play in a Hugging Face job on copies of their model folders; the files come
         back through the job's result repo and are checked against their manifest entries."""
         import shutil
@@ -153,7 +153,9 @@ class ComputeResource(dg.ConfigurableResource):
             folders = Path(tmp) / "checkpoints"
             for name, model_dir in checkpoints.items():
                 shutil.copytree(model_dir, folders / name, copy_function=link_or_copy)
-            job_config = {**config, "players": {name: name for name in checkpoints}, "recorded_as": checkpoints}
+            # the same torch threads as a local play (greedy decoding is then the same to the bit)
+            job_config = {**config, "players": {name: name for name in checkpoints}, "recorded_as": checkpoints,
+                          "threads": threads}
             job = self._hf_job(context, "play", job_config, init_dir=str(folders))
             result = fetch_training_result(job, Path(tmp) / "result",
                                            download=partial(snapshot_download, token=self.hf_token, endpoint=self.hf_endpoint))
@@ -199,9 +201,11 @@ def _secret(name: str):
 
 @dg.definitions
 def resources() -> dg.Definitions:
+    # Configurable at launch: a job (rhythm_lineage_published) or the launchpad can switch the teacher
+    # and the compute backend; what is set here (from the environment) are the defaults.
     return dg.Definitions(
         resources={
-            "teacher": TeacherResource(
+            "teacher": TeacherResource.configure_at_launch(
                 backend=os.environ.get("RHYTHM_TEACHER_BACKEND", "bayes"),
                 model=os.environ.get("RHYTHM_TEACHER_MODEL", ""),
                 base_url=os.environ.get("RHYTHM_TEACHER_BASE_URL") or None,
@@ -209,7 +213,7 @@ def resources() -> dg.Definitions:
                 api_key=_secret("OPENAI_API_KEY"),
             ),
             "hub": HubResource(token=_secret("HF_TOKEN"), namespace=os.environ.get("RHYTHM_HUB_NAMESPACE") or None),
-            "compute": ComputeResource(
+            "compute": ComputeResource.configure_at_launch(
                 backend=os.environ.get("RHYTHM_COMPUTE", "local"), hf_token=_secret("HF_TOKEN"),
                 hf_namespace=os.environ.get("RHYTHM_HUB_NAMESPACE") or None,
             ),

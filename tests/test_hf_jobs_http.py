@@ -1,0 +1,133 @@
+"""Hugging Face Jobs over the wire: the real `huggingface_hub.HfApi` against a local Hub and Jobs
+server on 127.0.0.1 (tests/hub_server.py), which runs each submitted job script as a local process in
+a throwaway venv with the shipped wheel installed. SFT, GRPO and the students' evaluation play run as
+jobs and give the artifacts the local backend gives; a job that fails, is cancelled, times out or
+loses its log stream ends with a clear error naming the job (or, for the stream, still succeeds), and
+nothing is half-published."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+import pytest
+from huggingface_hub import HfApi
+
+from rhythm_core.compute.hf_jobs import HFJobError, HFJobSpec, build_wheel, run_training_job
+from rhythm_core.training.publish import train_and_publish
+from rhythm_pipeline.defs.resources import ComputeResource
+from tests.hub_server import serve
+from tests.test_pipeline_training import ALL, RESOURCES
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[1]
+SMALL = {"ops": {"teacher_trajectories": {"config": {"seeds": "1000-1015"}},
+                 "sft_checkpoint": {"config": {"max_steps": 12, "short_context_steps": 0}},
+                 "grpo_checkpoint": {"config": {"max_steps": 2, "teacher_prompts": 16, "student_episodes": 1,
+                                                "validation_weeks": 4}},
+                 "eval_rollouts": {"config": {"continuous_seeds": "0-3", "ood_seeds": "10000-10001",
+                                              "discrete3_seeds": "20000-20002", "max_new_tokens": 64}}}}
+SFT = {"max_steps": 4, "short_context_steps": 0, "report_to": "none"}
+
+
+def lineage(instance, compute, artifacts: Path, monkeypatch) -> dict:
+    monkeypatch.setenv("RHYTHM_ARTIFACTS", str(artifacts))
+    result = dg.materialize(ALL, instance=instance, resources={**RESOURCES, "compute": compute}, run_config=SMALL)
+    assert result.success
+    return {e.asset_key.to_user_string(): e.event_specific_data.materialization
+            for e in result.get_asset_materialization_events()}
+
+
+def test_training_and_evaluation_run_as_jobs_with_the_local_backends_artifacts(tmp_path, monkeypatch):
+    with dg.DagsterInstance.ephemeral() as instance:
+        local = lineage(instance, ComputeResource(), tmp_path / "local", monkeypatch)
+    with serve() as server, dg.DagsterInstance.ephemeral() as instance:
+        compute = ComputeResource(backend="hf_jobs", hf_token=server.token, hf_endpoint=server.url,
+                                  hf_flavor="cpu-basic", hf_max_usd=1.0)
+        remote = lineage(instance, compute, tmp_path / "remote", monkeypatch)
+        jobs = list(server.jobs.values())
+        routes = {r.path.split("?")[0] for r in server.requests}
+    for asset in ("sft_checkpoint", "grpo_checkpoint", "eval_rollouts", "eval_results"):
+        assert remote[asset].tags["dagster/data_version"] == local[asset].tags["dagster/data_version"], asset
+    # two training jobs and one play job per condition, every one over HTTP, every one completed
+    assert sorted(j.labels["rhythm_stage"] for j in jobs) == ["grpo", "play", "play", "play", "sft"]
+    assert {j.stage for j in jobs} == {"COMPLETED"}
+    assert any(r.startswith("/api/jobs/alice") for r in routes) and any("/commit/" in r for r in routes)
+    sft, rollouts = remote["sft_checkpoint"].metadata, remote["eval_rollouts"].metadata
+    assert sft["compute"].value == "hf_jobs" and sft["hf_job_id"].value in server.jobs
+    assert sft["hf_job_max_cost_usd"].value > 0 and sft["hf_job_cost_usd"].value >= 0
+    assert "$0.01/h (HfApi.list_jobs_hardware)" in sft["hf_job_price"].value
+    assert len(rollouts["hf_job_ids"].value) == 3 and rollouts["hf_job_max_cost_usd"].value > 0
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory) -> str:
+    from rhythm_core.stages import dataset_stage, teacher_stage
+    from rhythm_core.teacher.settings import TeacherSettings
+
+    root = tmp_path_factory.mktemp("data")
+    return dataset_stage(teacher_stage(TeacherSettings(), "continuous", "1000-1007", root), root)["path"]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    return build_wheel(REPO, tmp_path_factory.mktemp("wheel"))
+
+
+def job(server, dataset, wheel, lines: list, config=SFT, **spec) -> dict:
+    return run_training_job("sft", config, dataset_dir=dataset, provenance=None,
+                            api=HfApi(endpoint=server.url, token=server.token),
+                            spec=HFJobSpec(flavor="cpu-basic", **spec), project_root=REPO, token=server.token,
+                            log=lines.append, poll_interval=0.2, wheel=wheel)
+
+
+def failed(server, dataset, wheel, root: Path, **kwargs) -> HFJobError:
+    """The job's error, after the stage that ran it published nothing (no folder left behind)."""
+    with pytest.raises(HFJobError) as info:
+        train_and_publish(root, "sft_checkpoint", lambda staged: job(server, dataset, wheel, [], **kwargs))
+    assert not (root / "sft_checkpoint").exists()
+    error = info.value
+    assert error.job_id in server.jobs and f"Hugging Face job {error.job_id} ended " in str(error)
+    assert error.cost is not None and error.cost["billed_minutes"] >= 0
+    return error
+
+
+def test_a_job_that_fails_names_itself_and_publishes_nothing(tmp_path, dataset, wheel):
+    with serve() as server:
+        error = failed(server, dataset, wheel, tmp_path, config={**SFT, "no_such_field": 1})  # the job's SFTRunConfig refuses it
+    assert "ended ERROR: Job failed with exit code" in str(error)
+    assert any("Error" in line for line in error.log_tail)
+
+
+def test_a_cancelled_job_names_itself_and_publishes_nothing(tmp_path, dataset, wheel):
+    with serve(cancel_jobs_after_s=2.0) as server:
+        error = failed(server, dataset, wheel, tmp_path)
+    assert "ended CANCELED" in str(error)
+
+
+def test_a_job_that_hits_its_timeout_says_so(tmp_path, dataset, wheel):
+    with serve() as server:
+        error = failed(server, dataset, wheel, tmp_path, timeout="3s")
+    assert "it hit its timeout of 3 s" in str(error)
+
+
+def test_a_lost_log_stream_still_gets_the_result(tmp_path, dataset, wheel):
+    lines = []
+    with serve(break_log_stream_after=3, log_stream_error_status=503) as server:
+        record = job(server, dataset, wheel, lines)
+    assert record["status"] == "COMPLETED" and record["result"]["steps"] == SFT["max_steps"]
+    assert any("log stream of job" in line and "broke off" in line for line in lines)
+    assert any(f"job {record['job_id']} billed" in line for line in lines)
+
+
+def test_a_job_above_max_usd_is_refused_before_anything_is_uploaded(tmp_path, dataset, wheel):
+    from rhythm_core.compute.costs import CostRefused
+
+    with serve() as server:
+        with pytest.raises(CostRefused, match=r"may cost up to \$3.00 .* above max_usd \$1.00"):
+            run_training_job("sft", SFT, dataset_dir=dataset, provenance=None,
+                             api=HfApi(endpoint=server.url, token=server.token),
+                             spec=HFJobSpec(flavor="a10g-large", timeout="2h", max_usd=1.0), project_root=REPO,
+                             token=server.token, log=print, wheel=wheel)
+        assert not server.jobs and not any("/commit/" in r.path for r in server.requests)
