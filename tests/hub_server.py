@@ -193,34 +193,30 @@ def xet_hash_hex(raw: bytes) -> str:
     return "".join(raw[i:i + 8][::-1].hex() for i in range(0, 32, 8))
 
 
+def _lz4_length(src: bytes, i: int, length: int) -> tuple[int, int]:
+    """A token's 4-bit length, extended by the 255-runs that follow when it is 15: (length, next index)."""
+    if length == 15:
+        while True:
+            extra = src[i]
+            i += 1
+            length += extra
+            if extra != 255:
+                break
+    return length, i
+
+
 def _lz4_block(src: bytes, out: bytearray) -> None:
     """Decode one LZ4 block (the block format), appending to `out` (which holds earlier history)."""
     i, n = 0, len(src)
     while i < n:
         token = src[i]
-        i += 1
-        length = token >> 4
-        if length == 15:
-            while True:
-                extra = src[i]
-                i += 1
-                length += extra
-                if extra != 255:
-                    break
+        length, i = _lz4_length(src, i + 1, token >> 4)
         out += src[i:i + length]
         i += length
         if i >= n:
             break
         offset = src[i] | src[i + 1] << 8
-        i += 2
-        length = token & 15
-        if length == 15:
-            while True:
-                extra = src[i]
-                i += 1
-                length += extra
-                if extra != 255:
-                    break
+        length, i = _lz4_length(src, i + 2, token & 15)
         length += 4
         start = len(out) - offset
         if offset == 0 or start < 0:
@@ -1367,6 +1363,9 @@ class HubServer:
         with self._changed:
             job.log.append(LogLine(time.time(), text))
             self._changed.notify_all()
+        if job.workdir is not None and job.workdir.is_dir():  # also on disk, to follow a job from a shell
+            with open(job.workdir / "job.log", "a") as fh:
+                fh.write(text + "\n")
 
     def _set_stage(self, job: JobRecord, stage: str, message: str | None = None) -> None:
         with self._changed:

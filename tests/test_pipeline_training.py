@@ -74,3 +74,59 @@ def test_all_seven_assets_materialize(instance):
     assert Path(results_meta["artifact_path"].value).name == "eval_results.json"
     checks = {e.check_name: e for e in result.get_asset_check_evaluations()}
     assert {c.check_key.name for c in EVAL_CHECKS} <= set(checks)  # warnings: evaluated, may fail
+
+
+def test_no_dagster_process_loads_a_model(monkeypatch, tmp_path):
+    """With RHYTHM_NO_MODEL_IN_DAGSTER=1 a process that imported Dagster refuses to load a model."""
+    import sys
+
+    from rhythm_core.training.models import CheckpointError, load_model_and_tokenizer
+
+    assert "dagster" in sys.modules  # this module imported it
+    (tmp_path / "config.json").write_text("{}")  # refused before anything is read
+    monkeypatch.setenv("RHYTHM_NO_MODEL_IN_DAGSTER", "1")
+    with pytest.raises(CheckpointError, match="a model is being loaded in a process that imported Dagster"):
+        load_model_and_tokenizer(str(tmp_path))
+
+
+@pytest.mark.slow
+def test_the_lineage_through_the_dagster_cli_loads_no_model_in_a_dagster_process(tmp_path):
+    """`dagster job execute` (the job's own executor: a process per step) with the guard on: every
+    step succeeds, so every model (training, GRPO's gate, the students' evaluation) was loaded in a
+    compute subprocess, never in a process that imported Dagster."""
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    import yaml
+
+    repo = Path(__file__).resolve().parents[1]
+    home = tmp_path / "home"
+    home.mkdir()
+    shutil.copy(repo / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
+    config = {"ops": {"teacher_trajectories": {"config": {"seeds": "1000-1015"}},
+                      "sft_checkpoint": {"config": {"max_steps": 12, "short_context_steps": 0}},
+                      "grpo_checkpoint": {"config": {"max_steps": 1, "teacher_prompts": 8, "student_episodes": 0,
+                                                     "validation_weeks": 2, "max_completion_length": 32,
+                                                     "per_device_train_batch_size": 8}},
+                      "eval_rollouts": {"config": {"continuous_seeds": "0-3", "ood_seeds": "10000-10001",
+                                                   "discrete3_seeds": "20000-20002", "max_new_tokens": 64}}}}
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(config))
+    env = {**os.environ, "DAGSTER_HOME": str(home), "RHYTHM_ARTIFACTS": str(tmp_path / "artifacts"),
+           "RHYTHM_NO_MODEL_IN_DAGSTER": "1"}
+    done = subprocess.run([str(Path(sys.executable).parent / "dagster"), "job", "execute", "-m",
+                           "rhythm_pipeline.definitions", "-j", "rhythm_lineage", "-c", str(tmp_path / "run.yaml")],
+                          cwd=repo, env=env, capture_output=True, text=True, timeout=1500)
+    assert done.returncode == 0, done.stderr[-4000:]
+    import dagster as dg
+
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        (run,) = instance.get_runs()
+        assert run.status == dg.DagsterRunStatus.SUCCESS
+        logs = " ".join(str(e.user_message) for e in instance.all_logs(run.run_id))
+        steps = {e.step_key for e in instance.all_logs(run.run_id) if e.step_key}
+    assert "students on compute local" in logs and "playing student_grpo, student_sft on ood (pid" in logs
+    assert {"sft_checkpoint", "grpo_checkpoint", "eval_rollouts.play_ood"} <= steps
+    assert json.dumps(config)  # the run used the small config

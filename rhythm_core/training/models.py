@@ -44,7 +44,18 @@ def load_model_and_tokenizer(path_or_id: str, *, for_training: bool = False):
         raise CheckpointError(f"{path_or_id}: cannot load the model checkpoint: {type(exc).__name__}: {exc}") from exc
 
 
+# Set (to 1) where no process that imported Dagster may load a model: the lineage test through the
+# dagster CLI sets it, so a step that loads a student in the Dagster process fails instead of passing.
+NO_MODEL_IN_DAGSTER = "RHYTHM_NO_MODEL_IN_DAGSTER"
+
+
 def _load(path_or_id: str, for_training: bool):
+    import os
+    import sys
+
+    if os.environ.get(NO_MODEL_IN_DAGSTER) == "1" and "dagster" in sys.modules:
+        raise RuntimeError(f"{path_or_id}: a model is being loaded in a process that imported Dagster "
+                           f"({NO_MODEL_IN_DAGSTER}=1): models run on the compute resource")
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
