@@ -45,12 +45,14 @@ def lineage(instance, compute, artifacts: Path, monkeypatch, server=None) -> dic
 
 
 def test_training_and_evaluation_run_as_jobs_with_the_local_backends_artifacts(tmp_path, monkeypatch):
+    # One artifact root for both: the rollouts name the students' model folders, which are then the same
+    # path when (and only when) the checkpoints are the same.
     with dg.DagsterInstance.ephemeral() as instance:
-        local = lineage(instance, ComputeResource(), tmp_path / "local", monkeypatch)
+        local = lineage(instance, ComputeResource(), tmp_path / "artifacts", monkeypatch)
     with serve() as server, dg.DagsterInstance.ephemeral() as instance:
         compute = ComputeResource(backend="hf_jobs", hf_token=server.token, hf_endpoint=server.url,
                                   hf_flavor="cpu-basic", hf_max_usd=1.0)
-        remote = lineage(instance, compute, tmp_path / "remote", monkeypatch, server)
+        remote = lineage(instance, compute, tmp_path / "artifacts", monkeypatch, server)
         jobs = list(server.jobs.values())
         routes = {r.path.split("?")[0] for r in server.requests}
     for asset in ("sft_checkpoint", "grpo_checkpoint", "eval_rollouts", "eval_results"):
