@@ -17,20 +17,11 @@ from rhythm_core.compute.hf_jobs import HFJobError, HFJobSpec, build_wheel, run_
 from rhythm_core.training.publish import train_and_publish
 from rhythm_pipeline.defs.resources import ComputeResource
 from tests.hub_server import serve
-from tests.test_pipeline_training import ALL, RESOURCES
+from tests.test_pipeline_training import ALL, RESOURCES, SMALL
 
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
-SMALL = {"ops": {"teacher_trajectories": {"config": {"seeds": "1000-1015"}},
-                 "sft_checkpoint": {"config": {"max_steps": 12, "short_context_steps": 0}},
-                 # the 12-step student answers poorly, so every scored action's week is played out to the
-                 # token budget: a small GRPO keeps the two runs (local, then as jobs) to minutes
-                 "grpo_checkpoint": {"config": {"max_steps": 1, "teacher_prompts": 8, "student_episodes": 0,
-                                                "validation_weeks": 2, "max_completion_length": 32,
-                                                "per_device_train_batch_size": 8}},
-                 "eval_rollouts": {"config": {"continuous_seeds": "0-3", "ood_seeds": "10000-10001",
-                                              "discrete3_seeds": "20000-20002", "max_new_tokens": 64}}}}
 SFT = {"max_steps": 4, "short_context_steps": 0, "report_to": "none"}
 
 

@@ -22,6 +22,17 @@ EVAL_CHECKS = [students_beat_heuristic, student_belief_close_to_teacher, student
 # MLflow tracking is tested in test_tracking.py; off here (a fresh store costs seconds per instance).
 RESOURCES = {"teacher": TeacherResource(), "hub": HubResource(), "compute": ComputeResource(),
              "tracking": TrackingResource(enabled=False)}
+# The smallest whole lineage that exercises every stage (the slow end-to-end tests).
+SMALL = {"ops": {"teacher_trajectories": {"config": {"seeds": "1000-1015"}},
+                 "sft_checkpoint": {"config": {"max_steps": 12, "short_context_steps": 0}},
+                 # the 12-step student answers poorly, so every scored action's week is played out to the
+                 # token budget: a small GRPO keeps the two runs (local, then as jobs) to minutes
+                 "grpo_checkpoint": {"config": {"max_steps": 1, "teacher_prompts": 8, "student_episodes": 0,
+                                                "validation_weeks": 2, "max_completion_length": 32,
+                                                "per_device_train_batch_size": 8}},
+                 "eval_rollouts": {"config": {"continuous_seeds": "0-3", "ood_seeds": "10000-10001",
+                                              "discrete3_seeds": "20000-20002", "max_new_tokens": 64}}}}
+
 
 
 def test_a_crash_in_the_training_subprocess_fails_the_step_only(instance):
@@ -94,7 +105,6 @@ def test_the_lineage_through_the_dagster_cli_loads_no_model_in_a_dagster_process
     """`dagster job execute` (the job's own executor: a process per step) with the guard on: every
     step succeeds, so every model (training, GRPO's gate, the students' evaluation) was loaded in a
     compute subprocess, never in a process that imported Dagster."""
-    import json
     import os
     import shutil
     import subprocess
@@ -106,13 +116,7 @@ def test_the_lineage_through_the_dagster_cli_loads_no_model_in_a_dagster_process
     home = tmp_path / "home"
     home.mkdir()
     shutil.copy(repo / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
-    config = {"ops": {"teacher_trajectories": {"config": {"seeds": "1000-1015"}},
-                      "sft_checkpoint": {"config": {"max_steps": 12, "short_context_steps": 0}},
-                      "grpo_checkpoint": {"config": {"max_steps": 1, "teacher_prompts": 8, "student_episodes": 0,
-                                                     "validation_weeks": 2, "max_completion_length": 32,
-                                                     "per_device_train_batch_size": 8}},
-                      "eval_rollouts": {"config": {"continuous_seeds": "0-3", "ood_seeds": "10000-10001",
-                                                   "discrete3_seeds": "20000-20002", "max_new_tokens": 64}}}}
+    config = SMALL
     (tmp_path / "run.yaml").write_text(yaml.safe_dump(config))
     env = {**os.environ, "DAGSTER_HOME": str(home), "RHYTHM_ARTIFACTS": str(tmp_path / "artifacts"),
            "RHYTHM_NO_MODEL_IN_DAGSTER": "1"}
@@ -129,4 +133,3 @@ def test_the_lineage_through_the_dagster_cli_loads_no_model_in_a_dagster_process
         steps = {e.step_key for e in instance.all_logs(run.run_id) if e.step_key}
     assert "students on compute local" in logs and "playing student_grpo, student_sft on ood (pid" in logs
     assert {"sft_checkpoint", "grpo_checkpoint", "eval_rollouts.play_ood"} <= steps
-    assert json.dumps(config)  # the run used the small config
