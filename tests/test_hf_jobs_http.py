@@ -110,6 +110,14 @@ def test_a_job_that_hits_its_timeout_says_so(tmp_path, dataset, wheel):
     assert "it hit its timeout of 3 s" in str(error)
 
 
+def test_a_job_that_prints_no_result_line_names_itself_and_publishes_nothing(tmp_path, dataset, wheel):
+    from rhythm_core.compute.hf_jobs import JOB_RESULT_PREFIX
+
+    with serve(drop_log_lines_with=JOB_RESULT_PREFIX.strip()) as server:
+        error = failed(server, dataset, wheel, tmp_path)
+    assert f"ended COMPLETED: (no status message) but printed no usable {JOB_RESULT_PREFIX.strip()} line" in str(error)
+
+
 def test_a_lost_log_stream_still_gets_the_result(tmp_path, dataset, wheel):
     lines = []
     with serve(break_log_stream_after=3, log_stream_error_status=503) as server:
