@@ -13,6 +13,7 @@ from rhythm_core.compute.costs import (
     flavor_price,
     job_budget,
     parse_timeout,
+    total_cost,
 )
 
 
@@ -60,3 +61,9 @@ def test_billing_is_by_the_started_minute_of_running_time():
     start = datetime.datetime(2026, 11, 26, 8, 0, tzinfo=datetime.UTC)
     info = SimpleNamespace(durations=None, started_at=start, finished_at=start + datetime.timedelta(minutes=30))
     assert billed(info, 2.5)["cost_usd"] == pytest.approx(1.25)
+
+
+def test_several_jobs_costs_add_up_and_a_job_without_one_counts_zero():
+    jobs = [{"cost": {"max_cost_usd": 0.875, "billed_minutes": 3, "cost_usd": 0.075}},
+            {"cost": {"max_cost_usd": 0.75, "billed_minutes": 2, "cost_usd": 0.05}}, {"job_id": "x"}]
+    assert total_cost(jobs) == {"max_cost_usd": 1.625, "billed_minutes": 5, "cost_usd": 0.125}

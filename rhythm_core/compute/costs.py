@@ -125,3 +125,12 @@ def billed(info, usd_per_hour: float) -> dict:
         running = (finished - started).total_seconds() if started and finished else 0
     minutes = int(math.ceil(max(0.0, float(running)) / 60))
     return {"running_s": float(running), "billed_minutes": minutes, "cost_usd": round(minutes * usd_per_hour / 60, 4)}
+
+
+COST_FIGURES = ("max_cost_usd", "billed_minutes", "cost_usd")
+
+
+def total_cost(jobs) -> dict:
+    """Several jobs' cost caps, billed minutes and dollars, summed (jobs without a cost count 0)."""
+    costs = [(job or {}).get("cost") or {} for job in jobs]
+    return {k: round(sum(c.get(k, 0) for c in costs), 4) for k in COST_FIGURES}

@@ -178,8 +178,9 @@ def check_resumable(path, *, teacher_id: str | None = None, purpose: str | None 
         if head != b'{"':
             raise TrajectoryError(f"{path}: the last line is not a trajectory record; this is not a teacher "
                                   "trajectory file (refusing to change it)")
+    check_purpose = purpose is not None or teacher_id is not None
     for line_no, record in enumerate(existing.records, start=1):
-        if purpose is not None or teacher_id is not None:
+        if check_purpose:
             found = record.get("purpose") or "training"
             if found != (purpose or "training"):
                 raise TrajectoryError(f"{path}, line {line_no}: holds {found} records; this run writes "

@@ -336,8 +336,10 @@ def tracked_run(name: str, *, report_to="mlflow", tags: dict | None = None, para
 
 def job_cost_metrics(job: dict | None) -> dict[str, float]:
     """hf_job_cost_usd, hf_job_billed_minutes and hf_job_max_cost_usd of a job record (empty without one)."""
+    from ..compute.costs import COST_FIGURES
+
     cost = (job or {}).get("cost") or {}
-    return {f"hf_job_{k}": float(cost[k]) for k in ("cost_usd", "billed_minutes", "max_cost_usd") if k in cost}
+    return {f"hf_job_{k}": float(cost[k]) for k in COST_FIGURES if k in cost}
 
 
 # MLflow 3's UI opens every experiment in its GenAI view (traces) unless the link asks for the model

@@ -118,6 +118,7 @@ class TrackingResource(dg.ConfigurableResource):
         """eval_results' run: every condition/agent's scores (active grader and v2), belief MAE,
         recovery and invalid rate; the plots and JSON; tags linking the students' training runs
         (and a tag on each training run pointing back)."""
+        from rhythm_core.compute.costs import total_cost
         from rhythm_core.tracking.registry import evaluation_metrics
 
         results = stage["results"]
@@ -139,10 +140,9 @@ class TrackingResource(dg.ConfigurableResource):
                     if trained:
                         tracker.set_tags(trained.info.run_id, {"rhythm.evaluated_by": run_id})
                 tracker.log_metrics(run_id, evaluation_metrics(results))
-                costs = [job.get("cost") or {} for job in eval_rollouts.get("hf_jobs") or []]
-                if costs:  # the students played on HF Jobs: the jobs' caps and bills, summed
-                    tracker.log_job_cost(run_id, {"cost": {k: sum(c.get(k, 0) for c in costs)
-                                                           for k in ("cost_usd", "billed_minutes", "max_cost_usd")}})
+                jobs = eval_rollouts.get("hf_jobs") or []
+                if jobs:  # the students played on HF Jobs: the jobs' caps and bills, summed
+                    tracker.log_job_cost(run_id, {"cost": total_cost(jobs)})
                 tracker.log_artifacts(run_id, [stage["json"], stage["final_scores_png"], stage["belief_accuracy_png"],
                                                stage["dir"] + "/eval_results.md"])
         return tracked

@@ -134,14 +134,13 @@ def publish_eval_rollouts(context: dg.OpExecutionContext, plan: dict, continuous
 
 def _jobs_metadata(played: list[dict]) -> dict:
     """The Hugging Face jobs the students played in: their ids and, summed, their cost caps and bills."""
+    from rhythm_core.compute.costs import total_cost
+
     jobs = [p["hf_job"] for p in played if p.get("hf_job")]
     if not jobs:
         return {}
-    costs = [j.get("cost") or {} for j in jobs]
     return {"hf_job_ids": dg.MetadataValue.json([j["job_id"] for j in jobs]),
-            "hf_job_max_cost_usd": round(sum(c.get("max_cost_usd", 0.0) for c in costs), 4),
-            "hf_job_billed_minutes": sum(c.get("billed_minutes", 0) for c in costs),
-            "hf_job_cost_usd": round(sum(c.get("cost_usd", 0.0) for c in costs), 4)}
+            **{f"hf_job_{k}": v for k, v in total_cost(jobs).items()}}
 
 
 EVAL_ROLLOUTS_CODE_VERSION = code_version("eval-rollouts", "rhythm_core.evaluation.entry", play_condition, publish_rollouts,
