@@ -415,3 +415,28 @@ def fetch_training_result(job: dict, out_dir, *, download: Callable[..., str]) -
     result["hf_job"] = {k: job.get(k) for k in JOB_SUMMARY_KEYS}  # kept on disk: publishing re-reads it
     write_result(out_dir, result)
     return result
+
+
+def run_play_job(config: dict, checkpoints: dict[str, str], out_dir, *, threads: int, run: Callable[..., dict],
+                 download: Callable[..., str]) -> dict:
+    """The students (name -> model folder) play one condition (`config`: condition, seeds, sampling) in a
+    job started by `run(stage, config, init_dir=...)` (a bound `run_job`), on hard-linked copies of their
+    model folders. The trajectory files come back through the job's result repo, are checked against
+    their sha256 manifest entries and land in `out_dir`; the records name the original model paths,
+    so they equal a local play's. Returns {"files": manifest entries, "hf_job": the job's summary}."""
+    with tempfile.TemporaryDirectory(prefix="rhythm-play-") as tmp:
+        folders = Path(tmp) / "checkpoints"
+        for name, model_dir in checkpoints.items():
+            shutil.copytree(model_dir, folders / name, copy_function=link_or_copy)
+        # the same torch threads as a local play (greedy decoding is then the same to the bit)
+        job_config = {**config, "players": {name: name for name in checkpoints}, "recorded_as": checkpoints,
+                      "threads": threads}
+        job = run("play", job_config, init_dir=str(folders))
+        result = fetch_training_result(job, Path(tmp) / "result", download=download)
+        for file, entry in result["files"].items():
+            source = Path(tmp) / "result" / file
+            if sha256_file(source) != entry["sha256"]:
+                raise HFJobError(f"job {job['job_id']}: {file} does not match its manifest entry", job_id=job["job_id"],
+                                 stage=job.get("status"), status_message=None, log_tail=[], job_url=job.get("job_url"))
+            shutil.copyfile(source, Path(out_dir) / file)
+    return {"files": result["files"], "hf_job": result["hf_job"]}

@@ -137,34 +137,14 @@ class ComputeResource(dg.ConfigurableResource):
         return {"files": messages[-1]["files"], "hf_job": None}
 
     def _play_hf_jobs(self, context, config, checkpoints, out_dir, threads) -> dict:
-        """The students play in a Hugging Face job on copies of their model folders; the files come
-        back through the job's result repo and are checked against their manifest entries."""
-        import shutil
-        import tempfile
         from functools import partial
-        from pathlib import Path
 
         from huggingface_hub import snapshot_download
 
-        from rhythm_core.artifacts import sha256_file
-        from rhythm_core.compute.hf_jobs import fetch_training_result, link_or_copy
+        from rhythm_core.compute.hf_jobs import run_play_job
 
-        with tempfile.TemporaryDirectory(prefix="rhythm-play-") as tmp:
-            folders = Path(tmp) / "checkpoints"
-            for name, model_dir in checkpoints.items():
-                shutil.copytree(model_dir, folders / name, copy_function=link_or_copy)
-            # the same torch threads as a local play (greedy decoding is then the same to the bit)
-            job_config = {**config, "players": {name: name for name in checkpoints}, "recorded_as": checkpoints,
-                          "threads": threads}
-            job = self._hf_job(context, "play", job_config, init_dir=str(folders))
-            result = fetch_training_result(job, Path(tmp) / "result",
-                                           download=partial(snapshot_download, token=self.hf_token, endpoint=self.hf_endpoint))
-            for file, entry in result["files"].items():
-                source = Path(tmp) / "result" / file
-                if sha256_file(source) != entry["sha256"]:
-                    raise dg.Failure(f"HF job {job['job_id']}: {file} does not match its manifest entry")
-                shutil.copyfile(source, Path(out_dir) / file)
-        return {"files": result["files"], "hf_job": result["hf_job"]}
+        return run_play_job(config, checkpoints, out_dir, threads=threads, run=partial(self._hf_job, context),
+                            download=partial(snapshot_download, token=self.hf_token, endpoint=self.hf_endpoint))
 
     def _hf_job(self, context, stage: str, config: dict, **inputs) -> dict:
         """Run one stage as a Hugging Face job (rhythm_core.compute.hf_jobs.run_job)."""
