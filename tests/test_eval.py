@@ -93,6 +93,32 @@ def test_rows_that_share_a_conversation_run_its_prefix_once_with_the_same_answer
     assert cache.computed_tokens < 0.8 * total  # week 0's first 8 steps ran once for three rows
 
 
+def test_a_checkpoints_own_generation_config_does_not_change_the_protocols_decoding(sft_result):
+    """Real checkpoints recommend their own decoding (Qwen2.5-Instruct's generation_config.json samples
+    at 0.7 with top-k 20 and a 1.05 repetition penalty, and a fine-tuned student inherits it): the
+    students still decode greedily, with or without the prompt cache, as SamplingConfig says."""
+    from transformers import GenerationConfig
+
+    from rhythm_core.protocol import render_messages
+    from rhythm_core.training.generation import generate_answers
+    from rhythm_core.training.prompt_cache import PromptCache
+
+    agent = LLMPolicyAgent.from_checkpoint(sft_result[0]["model_dir"], sampling=SamplingConfig(max_new_tokens=48))
+    obs, _ = VectorRhythmEnv("continuous").reset(np.array([0, 1, 2]))
+    conversations = [render_messages([obs.item(n)], variant=agent.variant) for n in range(3)]
+    plain = generate_answers(agent.model, agent.tokenizer, conversations, agent.sampling)
+    recommended = agent.model.generation_config
+    try:
+        agent.model.generation_config = GenerationConfig(
+            do_sample=True, temperature=0.7, top_p=0.8, top_k=20, repetition_penalty=3.0, no_repeat_ngram_size=2,
+            pad_token_id=recommended.pad_token_id, eos_token_id=recommended.eos_token_id)
+        assert generate_answers(agent.model, agent.tokenizer, conversations, agent.sampling) == plain
+        assert generate_answers(agent.model, agent.tokenizer, conversations, agent.sampling,
+                                prompt_cache=PromptCache()) == plain
+    finally:
+        agent.model.generation_config = recommended
+
+
 def test_policy_tokenizes_only_new_messages_with_the_ids_of_whole_conversations(sft_result):
     """The embedded template renders each message on its own, so the policy extends each episode's
     conversation and token ids turn by turn: at every step they equal the conversation rendered and

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -38,25 +40,36 @@ def generate_answers(model, tokenizer, conversations: list[list[dict]], sampling
         chunk = conversations[start : start + batch_size]
         rows = (prompt_ids[start : start + batch_size] if prompt_ids is not None
                 else conversation_ids(tokenizer, chunk))
-        kwargs = {"max_new_tokens": sampling.max_new_tokens or DEFAULT_MAX_NEW_TOKENS,
-                  "pad_token_id": tokenizer.pad_token_id,
-                  "eos_token_id": tokenizer.eos_token_id}
+        config = decoding_config(sampling, tokenizer)
         if sampling.temperature > 0:
             torch.manual_seed(sampling.seed + start)
-            kwargs.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p)
-        else:
-            kwargs.update(do_sample=False)
         with torch.no_grad():
             if prompt_cache is None:
                 input_ids, attention_mask = _left_padded(rows, tokenizer.pad_token_id)
                 out = model.generate(input_ids=input_ids.to(model.device),
-                                     attention_mask=attention_mask.to(model.device), **kwargs)
+                                     attention_mask=attention_mask.to(model.device), generation_config=config)
                 new = out[:, input_ids.shape[1] :]
             else:
                 new = _generate_reusing_prefixes(model, rows, list(range(start, start + len(chunk))), prompt_cache,
-                                                 tokenizer.pad_token_id, kwargs)
+                                                 tokenizer.pad_token_id, config)
         answers.extend(tokenizer.batch_decode(new, skip_special_tokens=True))
     return answers
+
+
+def decoding_config(sampling: SamplingConfig, tokenizer):
+    """The GenerationConfig of `sampling`, every other value at transformers' global default.
+
+    `generate` fills each value a config leaves unset from the checkpoint's generation_config.json, and
+    real checkpoints recommend their own decoding (Qwen2.5-Instruct: sampling at 0.7, top-k 20, a 1.05
+    repetition penalty, which a fine-tuned student inherits); the protocol decodes as `sampling` says."""
+    from transformers import GenerationConfig
+
+    config = GenerationConfig(**GenerationConfig()._get_default_generation_params())
+    config.update(max_new_tokens=sampling.max_new_tokens or DEFAULT_MAX_NEW_TOKENS, max_length=None,
+                  pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
+    if sampling.temperature > 0:
+        config.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p)
+    return config
 
 
 def _left_padded(rows: list[list[int]], pad_id: int):
@@ -73,14 +86,15 @@ def _left_padded(rows: list[list[int]], pad_id: int):
     return input_ids, mask
 
 
-def _generate_reusing_prefixes(model, rows: list[list[int]], keys: list[int], cache: PromptCache, pad_id: int, kwargs):
+def _generate_reusing_prefixes(model, rows: list[list[int]], keys: list[int], cache: PromptCache, pad_id: int, config):
     cache.share_prefixes(model, keys, rows)
     layout = cache.plan(keys, rows)
     input_ids, attention_mask = cache.inputs(rows, pad_id, layout)
-    past = cache.past_key_values(keys, layout, input_ids.shape[1] + kwargs["max_new_tokens"])
+    past = cache.past_key_values(keys, layout, input_ids.shape[1] + config.max_new_tokens)
+    config = copy.copy(config)
+    config.update(use_cache=True, return_dict_in_generate=True)
     out = model.generate(input_ids=input_ids.to(model.device), attention_mask=attention_mask.to(model.device),
-                         use_cache=True, return_dict_in_generate=True,
-                         **({} if past is None else {"past_key_values": past}), **kwargs)
+                         generation_config=config, **({} if past is None else {"past_key_values": past}))
     cache.store(keys, rows, out.past_key_values, layout)
     return out.sequences[:, input_ids.shape[1] :]
 
