@@ -7,6 +7,7 @@ nothing is half-published."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import dagster as dg
@@ -137,3 +138,90 @@ def test_a_job_above_max_usd_is_refused_before_anything_is_uploaded(tmp_path, da
                              spec=HFJobSpec(flavor="a10g-large", timeout="2h", max_usd=1.0), project_root=REPO,
                              token=server.token, log=print, wheel=wheel)
         assert not server.jobs and not any("/commit/" in r.path for r in server.requests)
+
+
+def merged(base: dict, override: dict) -> dict:
+    return {**base, **{k: merged(base.get(k, {}), v) if isinstance(v, dict) else v for k, v in override.items()}}
+
+
+# rhythm_lineage_published's own config with only its sizes shrunk (the stand-in trains from random
+# weights, so its answers are noise played out to the token budget) and the three services local.
+PUBLISHED_SMALL = {"ops": {
+    "teacher_trajectories": {"config": {"seeds": "1000-1003"}},
+    "sft_checkpoint": {"config": {"max_steps": 2, "report_to": "mlflow"}},
+    "grpo_checkpoint": {"config": {"max_steps": 1, "teacher_prompts": 8, "student_episodes": 0, "validation_weeks": 2,
+                                   "max_completion_length": 16}},
+    "eval_rollouts": {"config": {"continuous_seeds": "0-1", "ood_seeds": "10000", "discrete3_seeds": "20000",
+                                 "max_new_tokens": 16}},
+}}
+
+
+def test_the_published_recipe_runs_as_jobs_on_a_qwen2_shaped_stand_in(tmp_path, monkeypatch):
+    """rhythm_lineage_published as Dagster defines it (API teacher, Qwen2.5-3B-Instruct with LoRA,
+    training and evaluation as a10g-large jobs under a $5 cap), against the local Hub/Jobs and OpenAI
+    servers: the jobs download "Qwen/Qwen2.5-3B-Instruct" from the Hub (a random-weight Qwen2 model
+    with Qwen2's tokenizer, tests/qwen2_standin.py), train its LoRA adapter, play it, and the run
+    records what each job cost. No process that imported Dagster loads a model."""
+    from rhythm_core.data.stages import dataset_stage
+    from rhythm_core.stages import teacher_stage
+    from rhythm_core.teacher.settings import TeacherSettings
+    from rhythm_core.training.tiny import corpus_from_dataset
+    from rhythm_pipeline.definitions import defs
+    from rhythm_pipeline.defs.jobs import PUBLISHED_CONFIG
+    from tests.openai_server import serve as serve_openai
+    from tests.qwen2_standin import REPO_ID, build_qwen2_standin
+
+    import datasets
+
+    data = dataset_stage(teacher_stage(TeacherSettings(), "continuous", "1000-1001", tmp_path / "corpus"), tmp_path / "corpus")
+    standin = build_qwen2_standin(tmp_path / "standin", corpus_from_dataset(datasets.load_from_disk(data["path"])["train"]))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-real")
+    monkeypatch.setenv("RHYTHM_NO_MODEL_IN_DAGSTER", "1")
+    monkeypatch.delenv("RHYTHM_ARTIFACTS", raising=False)
+    (tmp_path / "dagster").mkdir()
+    with serve(orgs=("Qwen",)) as hub, serve_openai(params="reasoning") as teacher, \
+            dg.instance_for_test(temp_dir=str(tmp_path / "dagster")) as instance:
+        monkeypatch.setenv("HF_TOKEN", hub.token)
+        api = HfApi(endpoint=hub.url, token=hub.token)
+        api.create_repo(REPO_ID, private=False)
+        api.upload_folder(repo_id=REPO_ID, folder_path=str(standin))
+        config = merged(merged(PUBLISHED_CONFIG, PUBLISHED_SMALL), {"resources": {
+            "teacher": {"config": {"base_url": teacher.base_url}},
+            "compute": {"config": {"hf_endpoint": hub.url}}}})
+        result = defs.resolve_job_def("rhythm_lineage_published").execute_in_process(
+            run_config=config, instance=instance, raise_on_error=False)
+        jobs = list(hub.jobs.values())
+        assert result.success, "\n".join(f"--- job {j.labels}: {j.stage} {j.message}\n" + "\n".join(line.text for line in j.log[-40:])
+                                          for j in jobs)
+        downloads = [r for r in hub.requests if r.method == "GET" and r.path.startswith(f"/{REPO_ID}/resolve/")
+                     and r.path.split("?")[0].endswith("/model.safetensors")]
+    events = {e.asset_key.to_user_string(): e.event_specific_data.materialization
+              for e in result.get_asset_materialization_events()}
+    assert sorted(j.labels["rhythm_stage"] for j in jobs) == ["grpo", "play", "play", "play", "sft"]
+    assert {j.stage for j in jobs} == {"COMPLETED"} and {j.flavor for j in jobs} == {"a10g-large"}
+    # every job fetched the base model from the Hub (SFT its base, GRPO and the play jobs the adapter's)
+    assert len(downloads) == len(jobs)
+    sft = Path(events["sft_checkpoint"].metadata["artifact_path"].value)
+    adapter = json.loads((sft / "adapter_config.json").read_text())
+    assert adapter["base_model_name_or_path"] == REPO_ID and adapter["r"] == 16
+    assert json.loads((sft / "tokenizer_config.json").read_text())["tokenizer_class"] == "Qwen2Tokenizer"
+    # the teacher was the API model as configured (a reasoning model at effort "low")
+    asked = [r.body for r in teacher.requests if r.path.endswith("/chat/completions")]
+    assert asked and {(b["model"], b.get("reasoning_effort")) for b in asked} == {("gpt-5.4", "low")}
+    # the cost each job may run up (a10g-large at the Hub's $1.50/h times its timeout, under the $5 cap)
+    # and what it was billed, in the asset metadata and the MLflow runs
+    for asset in ("sft_checkpoint", "grpo_checkpoint", "eval_rollouts"):
+        meta = events[asset].metadata
+        assert 0 < meta["hf_job_max_cost_usd"].value <= 5.0 and meta["hf_job_cost_usd"].value >= 0, asset
+    for asset in ("sft_checkpoint", "grpo_checkpoint"):
+        assert events[asset].metadata["hf_job_price"].value == "$1.50/h (HfApi.list_jobs_hardware)", asset
+    import mlflow
+
+    client = mlflow.MlflowClient(f"sqlite:///{tmp_path}/dagster/storage/rhythm/mlflow/mlflow.db")
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    costs = {r.data.tags.get("rhythm.asset"): r.data.metrics.get("hf_job_max_cost_usd") for r in runs}
+    assert costs["sft_checkpoint"] == events["sft_checkpoint"].metadata["hf_job_max_cost_usd"].value
+    assert costs["eval_results"] == events["eval_rollouts"].metadata["hf_job_max_cost_usd"].value
+    results = json.loads(Path(events["eval_results"].metadata["artifact_path"].value).read_text())
+    for condition in ("continuous", "ood", "discrete3"):
+        assert {"student_sft", "student_grpo", "heuristic"} <= set(results["conditions"][condition]["agents"])
