@@ -222,6 +222,9 @@ def test_the_published_recipe_runs_as_jobs_on_a_qwen2_shaped_stand_in(tmp_path, 
     costs = {r.data.tags.get("rhythm.asset"): r.data.metrics.get("hf_job_max_cost_usd") for r in runs}
     assert costs["sft_checkpoint"] == events["sft_checkpoint"].metadata["hf_job_max_cost_usd"].value
     assert costs["eval_results"] == events["eval_rollouts"].metadata["hf_job_max_cost_usd"].value
+    # the random-weight student loses to the heuristic: registered, but never the champion
+    registered = events["registered_student"].metadata
+    assert registered["alias"].value == "candidate" and "below the references' floor" in registered["reason"].value
     results = json.loads(Path(events["eval_results"].metadata["artifact_path"].value).read_text())
     for condition in ("continuous", "ood", "discrete3"):
         assert {"student_sft", "student_grpo", "heuristic"} <= set(results["conditions"][condition]["agents"])

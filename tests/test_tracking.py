@@ -78,6 +78,19 @@ def test_promotion_rule():
     assert promotion_decision(_candidate(0.1, "a"), champion, passed)["decision"] == "unchanged"
 
 
+def test_a_student_below_the_references_never_becomes_champion():
+    """Blocking checks passed, no champion yet: a student that does not beat the heuristic and the
+    fallback-only policy somewhere, or answers invalidly above 5%, still only gets `candidate`."""
+    passed = {"grpo_checkpoint.grpo_not_worse_than_sft": True}
+    fine = {**_candidate(0.5, "a"), "vs_references": {"continuous": 0.02, "ood": 0.01}, "invalid_rate": {"ood": 0.05}}
+    assert promotion_decision(fine, None, passed)["decision"] == "promoted"
+    losing = promotion_decision({**fine, "vs_references": {"continuous": 0.02, "ood": -0.003}}, None, passed)
+    assert (losing["decision"], losing["alias"]) == ("candidate", CANDIDATE)
+    assert losing["reason"] == "below the references' floor: ood -0.0030 vs the heuristic/fallback"
+    rambling = promotion_decision({**fine, "invalid_rate": {"ood": 0.2}}, None, passed)
+    assert rambling["decision"] == "candidate" and "ood 20.0% invalid answers" in rambling["reason"]
+
+
 def test_the_registered_student_is_the_gates_choice_not_the_evaluations_best():
     grpo, sft = {**_candidate(0.60, "g"), "agent": "student_grpo"}, {**_candidate(0.55, "s"), "agent": "student_sft"}
     summaries = {"student_grpo": grpo, "student_sft": sft}
@@ -297,7 +310,9 @@ def test_the_lineage_tracks_every_stage_and_registers_the_best_student(instance)
     result = defs.resolve_job_def("rhythm_lineage").execute_in_process(instance=instance, run_config=config)
     assert result.success
     meta = {k: getattr(v, "value", v) for k, v in _metadata(result, "registered_student").items()}
-    assert meta["decision"] == "promoted" and meta["alias"] == "champion"
+    # every blocking check passed, but 10 SFT steps do not beat the heuristic: registered as a candidate
+    assert meta["decision"] == "candidate" and meta["alias"] == "candidate"
+    assert meta["reason"].startswith("below the references' floor: ")
     assert set(meta["blocking_checks"]) == {"teacher_trajectories.teacher_trajectories_complete_and_valid",
                                             "sft_dataset.sft_dataset_has_no_eval_seeds",
                                             "grpo_checkpoint.grpo_not_worse_than_sft"}
@@ -315,7 +330,7 @@ def test_the_lineage_tracks_every_stage_and_registers_the_best_student(instance)
     evaluation = runs["eval_results"].data.tags
     assert evaluation["rhythm.student_grpo.mlflow_run_id"] == runs["grpo_checkpoint"].info.run_id
     assert evaluation["rhythm.student_sft.mlflow_run_id"] == runs["sft_checkpoint"].info.run_id
-    champion = client.get_model_version_by_alias("rhythm-student", "champion")
-    stage = champion.tags["stage"]
-    assert champion.run_id == runs[f"{stage}_checkpoint"].info.run_id  # the model is logged into its training run
-    assert champion.tags["lineage.sft_dataset_version"] == runs["sft_checkpoint"].data.tags["dagster.upstream.sft_dataset"]
+    registered = client.get_model_version_by_alias("rhythm-student", "candidate")
+    stage = registered.tags["stage"]
+    assert registered.run_id == runs[f"{stage}_checkpoint"].info.run_id  # the model is logged into its training run
+    assert registered.tags["lineage.sft_dataset_version"] == runs["sft_checkpoint"].data.tags["dagster.upstream.sft_dataset"]

@@ -165,13 +165,16 @@ def headline_figures(results: dict, decimals: int = 4) -> dict[str, float]:
     return {k: round(float(v), decimals) for k, v in out.items()}
 
 
+MAX_INVALID_RATE = 0.05  # the most invalid answers a student may give (the evaluation check, the registry's floor)
+
+
 def student_gaps(results: dict) -> dict[str, dict[str, float]]:
     """What the evaluation checks measure, per "condition/student": `score_vs_heuristic` (final
     score minus the better of the heuristic's and the fallback-only policy's, since a student whose
     every answer is unusable already earns the fallback's; want > 0), `belief_mae_vs_teacher`
     (belief MAE minus the Bayesian teacher's, a student that states no belief counting as MAE 1.0;
     want <= 0.02), `belief_gap_se` (that gap's standard error, paired week by week) and
-    `invalid_rate` (want <= 0.05)."""
+    `invalid_rate` (want <= MAX_INVALID_RATE)."""
     out = {"score_vs_heuristic": {}, "belief_mae_vs_teacher": {}, "belief_gap_se": {}, "invalid_rate": {}}
     for condition, block in results["conditions"].items():
         agents = block["agents"]

@@ -7,8 +7,12 @@ The promotion rule (`promotion_decision`, pure):
 
 1. a checkpoint that already holds `champion` keeps it (its tags gain the new evaluation);
 2. every blocking asset check behind it must have passed, else it gets alias `candidate`;
-3. with no champion yet, it becomes the champion;
-4. otherwise it is compared with the champion on the same evaluation: the same seeds of every
+3. it must clear the references' floor on this evaluation: beat the better of the heuristic and the
+   fallback-only policy on every condition, with at most `MAX_INVALID_RATE` invalid answers (what the
+   evaluation's warning checks ask of every student), else it gets `candidate`: a student that
+   trained badly never becomes the first champion;
+4. with no champion yet, it becomes the champion;
+5. otherwise it is compared with the champion on the same evaluation: the same seeds of every
    condition, the same grader, env version and sampling (`evaluation_key`). Every version's tags
    keep its headline score under each evaluation it had (`eval.<key>`), under every grader that
    evaluation graded with (the active one and v2), so a champion from an earlier run is compared on
@@ -43,8 +47,11 @@ def student_summaries(results: dict) -> dict[str, dict]:
     """Each student's figures in an eval_results document (rhythm_core.evaluation.results): scores per
     condition under the active grader, the headline score (their mean), recovery, belief MAE, invalid
     rate, and its headline under every evaluation key the document supports (one per grader)."""
+    from ..evaluation.results import student_gaps
+
     provenance = results.get("provenance", {})
     conditions = results["conditions"]
+    margins = student_gaps(results)["score_vs_heuristic"]
     seeds = {c: block["seeds"] for c, block in conditions.items()}
     env_version, sampling = results.get("env_version", ""), provenance.get("sampling") or {}
     out = {}
@@ -65,6 +72,7 @@ def student_summaries(results: dict) -> dict[str, dict]:
             "recovery": {c: m.get("recovery") for c, m in figures.items()},
             "belief_mae": {c: m.get("belief_mae") for c, m in figures.items()},
             "invalid_rate": {c: m.get("invalid_rate") for c, m in figures.items()},
+            "vs_references": {c: margins[f"{c}/{agent}"] for c in figures if f"{c}/{agent}" in margins},
             "evaluations": {evaluation_key(seeds, g, env_version, sampling): {"grader": g, "headline": h}
                             for g, h in headline.items()},
             "evaluation_key": evaluation_key(seeds, results["grader"], env_version, sampling),
@@ -137,6 +145,8 @@ def promotion_decision(candidate: dict, champion: Mapping | None, checks: Mappin
             return decide("unchanged", "this checkpoint is the champion already; its tags gain this evaluation")
     if failed:
         return decide("candidate", f"blocking checks not passed: {', '.join(failed)}")
+    if below := below_floor(candidate):
+        return decide("candidate", f"below the references' floor: {below}")
     if champion is None:
         return decide("promoted", "no champion yet and every blocking check passed")
     if comparison["champion_score"] is None:
@@ -150,6 +160,18 @@ def promotion_decision(candidate: dict, champion: Mapping | None, checks: Mappin
     return decide("candidate", f"does not beat the champion (version {comparison['champion_version']}): "
                                f"{difference:+.4f} on the same seeds under {candidate['grader']}"
                                + (f" (needs > {min_improvement:+.4f})" if min_improvement else ""))
+
+
+def below_floor(candidate: dict) -> str:
+    """Where `candidate` does not clear the references' floor ("" when it does): a condition it does
+    not beat the better of the heuristic and the fallback-only policy on, or answers invalidly above
+    MAX_INVALID_RATE on."""
+    from ..evaluation.results import MAX_INVALID_RATE
+
+    losing = [f"{c} {v:+.4f} vs the heuristic/fallback" for c, v in candidate.get("vs_references", {}).items() if v <= 0]
+    invalid = [f"{c} {v:.1%} invalid answers" for c, v in candidate.get("invalid_rate", {}).items()
+               if v is not None and v > MAX_INVALID_RATE]
+    return "; ".join(losing + invalid)
 
 
 def version_tags(candidate: dict, lineage: Mapping[str, object]) -> dict[str, str]:

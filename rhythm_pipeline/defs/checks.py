@@ -7,7 +7,7 @@ figures (warnings)."""
 import dagster as dg
 
 from rhythm_core.env.conditions import parse_seeds
-from rhythm_core.evaluation.results import load_results, student_gaps
+from rhythm_core.evaluation.results import MAX_INVALID_RATE, load_results, student_gaps
 from rhythm_core.teacher.trajectories import TrajectoryError, read_trajectories, replay_check
 from rhythm_pipeline.defs.assets.data import reeval_report, sft_dataset, teacher_trajectories
 from rhythm_pipeline.defs.assets.evaluation import eval_results
@@ -101,7 +101,7 @@ def student_belief_close_to_teacher(eval_results: dict) -> dg.AssetCheckResult:
 @dg.asset_check(asset=eval_results, description="Invalid (unparsable or illegal) student answers are at most 5%.")
 def student_invalid_answers_at_most_5pct(eval_results: dict) -> dg.AssetCheckResult:
     rates = student_gaps(load_results(eval_results["json"]))["invalid_rate"]
-    high = [k for k, v in rates.items() if v > 0.05]
+    high = [k for k, v in rates.items() if v > MAX_INVALID_RATE]
     return dg.AssetCheckResult(passed=not high, severity=dg.AssetCheckSeverity.WARN, metadata=rates,
                                description=f"above 5%: {', '.join(high)}" if high else "at most 5% everywhere")
 

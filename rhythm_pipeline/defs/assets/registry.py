@@ -72,8 +72,9 @@ def blocking_checks(context: dg.AssetExecutionContext) -> dict[str, dict]:
         "the grpo_not_worse_than_sft gate's verdict; never chosen on evaluation seeds), "
         "registered as a version of the MLflow model `rhythm-student` (once per checkpoint) with its scores, "
         "recovery, seeds, grader and lineage as tags. Alias `champion` moves to it only when every blocking "
-        "asset check behind it passed and it beats the current champion on the same evaluation seeds under "
-        "the same grader; otherwise it gets alias `candidate`. The decision and the comparison are in the "
+        "asset check behind it passed, it beats the heuristic and the fallback-only policy on every condition "
+        "with at most 5% invalid answers, and it beats the current champion on the same evaluation seeds "
+        "under the same grader; otherwise it gets alias `candidate`. The decision and the comparison are in the "
         "metadata."
     ),
 )
