@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
