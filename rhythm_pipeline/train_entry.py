@@ -20,10 +20,11 @@ def main() -> int:
     with open_dagster_pipes() as pipes:
         extras = pipes.extras
         pipes.log.info(f"training {extras['stage']} in {extras['out']} (pid {__import__('os').getpid()})")
-        # A tracking failure (MLflow store or server) is a warning in the run's log; training goes on.
+        # rhythm_core's warnings (a tracking failure, training data cut to max_length) reach the run's
+        # log; training goes on.
         forward = logging.Handler(logging.WARNING)
         forward.emit = lambda record: pipes.log.warning(record.getMessage())
-        logging.getLogger("rhythm_core.tracking").addHandler(forward)
+        logging.getLogger("rhythm_core").addHandler(forward)
 
         def on_log(entry: dict) -> None:
             pipes.log.info(json.dumps({k: (round(v, 5) if isinstance(v, float) else v) for k, v in entry.items()}))

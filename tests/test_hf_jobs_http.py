@@ -205,6 +205,9 @@ def test_the_published_recipe_runs_as_jobs_on_a_qwen2_shaped_stand_in(tmp_path, 
     adapter = json.loads((sft / "adapter_config.json").read_text())
     assert adapter["base_model_name_or_path"] == REPO_ID and adapter["r"] == 16
     assert json.loads((sft / "tokenizer_config.json").read_text())["tokenizer_class"] == "Qwen2Tokenizer"
+    trained = events["sft_checkpoint"].metadata  # whole conversations: no answer cut to a max_length
+    assert trained["max_length"].value == trained["longest_conversation_tokens"].value
+    assert trained["conversations_over_max_length"].value == 0
     # the teacher was the API model as configured (a reasoning model at effort "low")
     asked = [r.body for r in teacher.requests if r.path.endswith("/chat/completions")]
     assert asked and {(b["model"], b.get("reasoning_effort")) for b in asked} == {("gpt-5.4", "low")}

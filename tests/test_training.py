@@ -233,17 +233,23 @@ def test_action_value_plays_the_students_own_week_and_is_zero_for_its_own_answer
     assert validity(rests[:1], answer_prefix=[""]) == [0.0]  # the rest alone is no answer
 
 
-def test_lora_path_trains_an_adapter_and_reloads_merged(short_dataset, tmp_path):
-    """The PEFT LoRA path real models take, exercised on the tiny model (no download here)."""
+def test_lora_path_trains_an_adapter_and_reloads_merged(short_dataset, tmp_path, caplog):
+    """The PEFT LoRA path real models take, exercised on the tiny model (no download here). Examples
+    cut to a max_length below the conversations' are said in the log and the result."""
     from pathlib import Path
 
     from rhythm_core.training.models import load_model_and_tokenizer
     from rhythm_core.training.sft import SFTRunConfig, run_sft
 
-    result = run_sft(SFTRunConfig(max_steps=4, short_context_steps=0, use_lora=True, merge_lora=True,
-                                  learning_rate=1e-3, eval_examples=8),
-                     short_dataset / "sft", tmp_path / "lora")
+    with caplog.at_level("WARNING", logger="rhythm_core"):
+        result = run_sft(SFTRunConfig(max_steps=4, short_context_steps=0, use_lora=True, merge_lora=True,
+                                      learning_rate=1e-3, eval_examples=8, max_length=100),
+                         short_dataset / "sft", tmp_path / "lora")
     assert result["steps"] == 4
+    assert result["max_length"] == 100 and result["longest_conversation_tokens"] > 100
+    over = result["conversations_over_max_length"]
+    assert 0 < over <= result["train_examples"]
+    assert f"SFT: {over} of {result['train_examples']} training conversations are longer than max_length 100 tokens (the longest {result['longest_conversation_tokens']})" in caplog.text
     model_dir = Path(result["model_dir"])
     assert (model_dir / "adapter_config.json").exists() and not (model_dir / "model.safetensors").exists()
     assert 0 < result["trainable_parameters"] < result["total_parameters"]
@@ -392,6 +398,15 @@ def test_belief_probe_reads_increment_and_belief_numbers_where_the_model_would_w
     teacher, model, readable = _belief_numbers(text, small, logits)
     assert teacher.tolist() == [[0.5, 0.5, 0.5], [0.7, 0.4, 0.5]] and not readable.all()
     assert np.isnan(model[~readable]).all()
+
+
+def test_a_pretrained_base_model_trains_on_whole_conversations_unless_told_otherwise():
+    # A Qwen2-tokenized week is 4.2k-5.1k tokens (every digit a token): 4096 drops its last 1-7 answers.
+    from rhythm_core.training.sft import SFTRunConfig
+
+    assert SFTRunConfig().length_for(5000) == 4096  # the tiny model's weeks fit in 4096 of its tokens
+    assert SFTRunConfig(base_model="Qwen/Qwen2.5-3B-Instruct").length_for(5123) == 5123
+    assert SFTRunConfig(base_model="Qwen/Qwen2.5-3B-Instruct", max_length=2048).length_for(5123) == 2048
 
 
 def test_a_pretrained_base_model_skips_the_from_scratch_short_context_phase():

@@ -9,6 +9,7 @@ restricts the loss to the answer.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -26,6 +27,8 @@ from .models import TINY, device_name, load_model_and_tokenizer
 from .plots import plot_curves
 from .tiny import TinyModelConfig, build_tiny_base
 
+logger = logging.getLogger(__name__)
+
 
 @dataclass
 class SFTRunConfig:
@@ -35,7 +38,11 @@ class SFTRunConfig:
     learning_rate: float = 1e-3  # for the tiny model; ~2e-4 suits LoRA on a real model
     per_device_train_batch_size: int = 8
     gradient_accumulation_steps: int = 1
-    max_length: int = 4096  # a chat-format week with full reasoning is ~3.7k tiny-tokenizer tokens
+    # Tokens per training example; longer ones lose their last answers (whole weeks are cut, and a
+    # per-turn example whose answer is cut is dropped). None: 4096 for the tiny model (a week with full
+    # reasoning is ~3.7k of its tokens), else the longest conversation, so nothing is lost (Qwen2's
+    # tokenizer gives every digit a token: a week is 4.2k tokens even with every word one token).
+    max_length: int | None = None
     # The recipe's two phases: `short_context_steps` steps on the first `short_context_length` tokens
     # of every conversation (the first days of the week) at `short_context_learning_rate`, then
     # `max_steps` on whole weeks at `learning_rate`. Short sequences are ~4x cheaper per step, and a
@@ -72,6 +79,12 @@ class SFTRunConfig:
         if self.short_context_steps is not None:
             return self.short_context_steps
         return 600 if self.base_model == TINY else 0
+
+    def length_for(self, longest: int) -> int:
+        """The max_length training uses, given the longest conversation's tokens."""
+        if self.max_length is not None:
+            return self.max_length
+        return 4096 if self.base_model == TINY else longest
 
     @property
     def variant(self) -> str:
@@ -154,6 +167,15 @@ def _to_prompt_completion(ds):
     return ds.map(split, batched=True, remove_columns=ds.column_names)
 
 
+def conversation_lengths(ds, tokenizer) -> list[int]:
+    """Each conversation's tokens as the chat template renders it whole (its longest training example)."""
+    lengths: list[int] = []
+    for start in range(0, len(ds), 256):
+        batch = ds[start : start + 256]["messages"]
+        lengths += [len(ids) for ids in tokenizer.apply_chat_template(batch, tokenize=True, return_dict=True)["input_ids"]]
+    return lengths
+
+
 def tokenized_weeks(ds, tokenizer):
     """Whole conversations as TRL's SFT preparation makes them for a template with generation markers:
     `input_ids`, and `labels` that keep the assistant turns' tokens only (-100 elsewhere). Both phases
@@ -203,8 +225,17 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
     model, tokenizer = load_model_and_tokenizer(base_path, for_training=True)
     if _has_generation_markers(tokenizer):
         train, validation = tokenized_weeks(train, tokenizer), tokenized_weeks(validation, tokenizer)
+        lengths = [len(ids) for ids in train["input_ids"]]
     else:
+        lengths = conversation_lengths(train, tokenizer)
         train, validation = _to_prompt_completion(train), _to_prompt_completion(validation)
+    max_length = config.length_for(max(lengths))
+    truncation = {"max_length": max_length, "longest_conversation_tokens": max(lengths),
+                  "conversations_over_max_length": sum(n > max_length for n in lengths)}
+    if truncation["conversations_over_max_length"]:
+        logger.warning(f"SFT: {truncation['conversations_over_max_length']} of {len(lengths)} training conversations "
+                       f"are longer than max_length {max_length} tokens (the longest {max(lengths)}): their last "
+                       "answers are not trained on; raise max_length (None: the longest) to keep them")
     conversations = [row["messages"][:-1] for row in data["validation"].select(range(min(16, len(data["validation"]))))]
     # The teacher's answers bound how long a valid answer is; twice the longest is room enough and
     # keeps the untrained model's rambling short (it never stops on its own).
@@ -270,7 +301,7 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
         short_steps = short.state.global_step
         log_history += [{**e, "phase": "short_context"} for e in short.state.log_history]
         model, peft_config = short.model, None  # the whole-week phase continues the same weights (or adapter)
-    trainer = trainer_for(model, config.max_steps, config.max_length, config.learning_rate, peft_config, short_steps)
+    trainer = trainer_for(model, config.max_steps, max_length, config.learning_rate, peft_config, short_steps)
     trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
     total = sum(p.numel() for p in trainer.model.parameters())
     started = time.perf_counter()
@@ -303,7 +334,7 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
         "final_mean_token_accuracy": history[-1].get("mean_token_accuracy") if history else None,
         "valid_answer_rate_before": valid_before, "valid_answer_rate_after": valid_after,
         **data_format.as_dict(), "speedups": speedups(model, config.base_model == TINY and not config.lora),
-        "train_examples": len(train), "train_s": round(clock["train_s"], 3), "wall_s": round(time.perf_counter() - start, 2),
+        "train_examples": len(train), **truncation, "train_s": round(clock["train_s"], 3), "wall_s": round(time.perf_counter() - start, 2),
     }
     plot_curves({"train loss": [(e["step"], e["loss"]) for e in history]}, out / "training_loss.png",
                 title=f"SFT of {config.base_model}", ylabel="loss")
