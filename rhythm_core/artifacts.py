@@ -64,6 +64,11 @@ def atomic_write_json(path, data) -> Path:
     return atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n")
 
 
+# A stage's process (training or play, locally or in a job) prints each progress entry as this
+# prefix and one JSON object on a line; the caller follows them in its log.
+LOG_PREFIX = "RHYTHM_LOG "
+
+
 def write_result(directory, result: dict) -> Path:
     """A training stage's result.json, the record that publishing, HF Jobs and the assets read back."""
     return atomic_write_text(Path(directory) / "result.json", json.dumps(result, indent=2, default=str) + "\n")

@@ -68,6 +68,13 @@ def test_editing_a_training_function_changes_training_and_nothing_upstream(basel
     moved = changed(baseline, versions(root))
     assert {"sft_checkpoint", "grpo_checkpoint"} <= moved
     assert not moved & UPSTREAM_OF_TRAINING
+    assert "eval_rollouts" not in moved  # the students' play runs no SFT code
+
+
+def test_editing_the_students_play_changes_the_evaluation(baseline, tmp_path):
+    root = clone(tmp_path)
+    edit_function(root / "rhythm_core" / "evaluation" / "entry.py", "play_students", "assert out is not None")
+    assert changed(baseline, versions(root)) == {"eval_rollouts"}
 
 
 def test_comments_docstrings_and_layout_change_nothing(baseline, tmp_path):

@@ -47,17 +47,17 @@ def test_grader_switch_marks_and_regrades_only_the_grading_assets(tmp_path):
     status = ops(home, artifacts, "v2", "status")
     assert {asset for asset, s in status.items() if s != "FRESH"} == GRADING
 
-    # A user's edit to training code: the assets whose computation runs it are unsynced (SFT, GRPO, and
-    # the evaluation, whose play entry shares the training entry's log protocol), nothing above; Dagster
-    # 1.13 marks an asset unsynced by its own code version and its inputs' data versions, so
-    # eval_results follows once eval_rollouts is re-materialized. A comment-only edit changes nothing.
+    # A user's edit to training code: the assets whose computation runs it are unsynced (SFT, and GRPO,
+    # whose training entry runs either stage), nothing above and not the evaluation, whose play runs no
+    # training code; Dagster 1.13 marks an asset unsynced by its own code version and its inputs' data
+    # versions, so the evaluation follows once the checkpoints are re-materialized. A comment-only edit
+    # changes nothing.
     from tests.test_code_version import clone, edit_function
 
     edited = clone(tmp_path / "edited")
     edit_function(edited / "rhythm_core" / "training" / "sft.py", "run_sft", "assert out is not None")
     status = ops(home, artifacts, "v3", "status", pythonpath=edited)
-    assert {asset for asset, s in status.items() if s != "FRESH"} == {
-        "sft_checkpoint", "grpo_checkpoint", "eval_rollouts"}, status
+    assert {asset for asset, s in status.items() if s != "FRESH"} == {"sft_checkpoint", "grpo_checkpoint"}, status
     commented = clone(tmp_path / "commented")
     sft = commented / "rhythm_core" / "training" / "sft.py"
     sft.write_text("# only a comment\n" + sft.read_text())

@@ -19,8 +19,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ..artifacts import write_result
-from ..training.entry import LOG_PREFIX
+from ..artifacts import LOG_PREFIX, write_result
 from .rollouts import play_condition
 
 

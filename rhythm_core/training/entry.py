@@ -15,9 +15,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..artifacts import write_result
-
-LOG_PREFIX = "RHYTHM_LOG "
+from ..artifacts import LOG_PREFIX, write_result
 
 
 def run_stage(stage: str, config: dict, dataset: str, out: str, init: str | None = None, on_log=None,
