@@ -401,7 +401,7 @@ def test_belief_probe_reads_increment_and_belief_numbers_where_the_model_would_w
 
 
 def test_a_pretrained_base_model_trains_on_whole_conversations_unless_told_otherwise():
-    # A Qwen2-tokenized week is 4.2k-5.1k tokens (every digit a token): 4096 drops its last 1-7 answers.
+    # A Qwen2-tokenized week is 4.2k-5.2k tokens (every digit a token): 4096 drops its last 1-7 answers.
     from rhythm_core.training.sft import SFTRunConfig
 
     assert SFTRunConfig().length_for(5000) == 4096  # the tiny model's weeks fit in 4096 of its tokens
