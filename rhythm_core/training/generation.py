@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -35,11 +34,13 @@ def generate_answers(model, tokenizer, conversations: list[list[dict]], sampling
 
     answers: list[str] = []
     model.eval()
+    config = decoding_config(sampling, tokenizer)
+    if prompt_cache is not None:  # generate hands back the cache it extended
+        config.update(use_cache=True, return_dict_in_generate=True)
     for start in range(0, len(conversations), batch_size):
         chunk = conversations[start : start + batch_size]
         rows = (prompt_ids[start : start + batch_size] if prompt_ids is not None
                 else conversation_ids(tokenizer, chunk))
-        config = decoding_config(sampling, tokenizer)
         if sampling.temperature > 0:
             torch.manual_seed(sampling.seed + start)
         with torch.no_grad():
@@ -90,8 +91,6 @@ def _generate_reusing_prefixes(model, rows: list[list[int]], keys: list[int], ca
     layout = cache.plan(keys, rows)
     input_ids, attention_mask = cache.inputs(rows, pad_id, layout)
     past = cache.past_key_values(keys, layout, input_ids.shape[1] + config.max_new_tokens)
-    config = copy.copy(config)
-    config.update(use_cache=True, return_dict_in_generate=True)
     out = model.generate(input_ids=input_ids.to(model.device), attention_mask=attention_mask.to(model.device),
                          generation_config=config, **({} if past is None else {"past_key_values": past}))
     cache.store(keys, rows, out.past_key_values, layout)
