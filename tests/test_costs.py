@@ -9,6 +9,7 @@ from rhythm_core.compute.costs import (
     FLAVOR_USD_PER_HOUR,
     CostRefused,
     billed,
+    cost_figures,
     default_timeout_s,
     flavor_price,
     job_budget,
@@ -67,3 +68,7 @@ def test_several_jobs_costs_add_up_and_a_job_without_one_counts_zero():
     jobs = [{"cost": {"max_cost_usd": 0.875, "billed_minutes": 3, "cost_usd": 0.075}},
             {"cost": {"max_cost_usd": 0.75, "billed_minutes": 2, "cost_usd": 0.05}}, {"job_id": "x"}]
     assert total_cost(jobs) == {"max_cost_usd": 1.625, "billed_minutes": 5, "cost_usd": 0.125}
+    # one set of names for the asset metadata and the MLflow metrics; nothing without a cost
+    assert cost_figures({"cost": total_cost(jobs)}) == {"hf_job_max_cost_usd": 1.625, "hf_job_billed_minutes": 5,
+                                                        "hf_job_cost_usd": 0.125}
+    assert cost_figures({"job_id": "x"}) == {} and cost_figures(None) == {}

@@ -130,6 +130,13 @@ def billed(info, usd_per_hour: float) -> dict:
 COST_FIGURES = ("max_cost_usd", "billed_minutes", "cost_usd")
 
 
+def cost_figures(job: dict | None) -> dict:
+    """A job record's cost cap, billed minutes and dollars as `hf_job_<figure>` (the names the asset
+    metadata and the MLflow metrics share); empty without a cost."""
+    cost = (job or {}).get("cost") or {}
+    return {f"hf_job_{k}": cost[k] for k in COST_FIGURES if k in cost}
+
+
 def total_cost(jobs) -> dict:
     """Several jobs' cost caps, billed minutes and dollars, summed (jobs without a cost count 0)."""
     costs = [(job or {}).get("cost") or {} for job in jobs]

@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..compute.costs import cost_figures
+
 logger = logging.getLogger("rhythm_core.tracking")
 
 DEFAULT_EXPERIMENT = "rhythm"
@@ -276,8 +278,8 @@ class Tracker:
     # -- a training stage's run -------------------------------------------------------------------
     def log_job_cost(self, run_id: str | None, job: dict | None) -> None:
         """A Hugging Face job's cost cap, billed minutes and dollars as metrics of `run_id`."""
-        if run_id and self.ok and job_cost_metrics(job):
-            self.log_metrics(run_id, job_cost_metrics(job))
+        if run_id and self.ok:
+            self.log_metrics(run_id, cost_figures(job))
 
     def finish_training(self, run_id: str | None, result: dict) -> None:
         """After a training stage: its summary figures, the plots, model card and metrics file as
@@ -294,7 +296,7 @@ class Tracker:
             self.log_history(run_id, history)
         stepped = {k for e in history for k in numeric_metrics(e)}
         summary = {k: v for k, v in numeric_metrics(result).items() if k not in stepped}
-        summary.update(job_cost_metrics(result.get("hf_job")))
+        summary.update(cost_figures(result.get("hf_job")))
         self.log_metrics(run_id, summary, step=int(result.get("steps") or 0))
         self.set_tags(run_id, {"rhythm.base_model": result.get("base_model"),
                                "rhythm.prompt_format": result.get("prompt_format"),
@@ -332,14 +334,6 @@ def tracked_run(name: str, *, report_to="mlflow", tags: dict | None = None, para
                 os.environ[key] = value
     if run_id:
         tracker.end_run(run_id, "FINISHED")
-
-
-def job_cost_metrics(job: dict | None) -> dict[str, float]:
-    """hf_job_cost_usd, hf_job_billed_minutes and hf_job_max_cost_usd of a job record (empty without one)."""
-    from ..compute.costs import COST_FIGURES
-
-    cost = (job or {}).get("cost") or {}
-    return {f"hf_job_{k}": float(cost[k]) for k in COST_FIGURES if k in cost}
 
 
 # MLflow 3's UI opens every experiment in its GenAI view (traces) unless the link asks for the model

@@ -134,13 +134,12 @@ def publish_eval_rollouts(context: dg.OpExecutionContext, plan: dict, continuous
 
 def _jobs_metadata(played: list[dict]) -> dict:
     """The Hugging Face jobs the students played in: their ids and, summed, their cost caps and bills."""
-    from rhythm_core.compute.costs import total_cost
+    from rhythm_core.compute.costs import cost_figures, total_cost
 
     jobs = [p["hf_job"] for p in played if p.get("hf_job")]
     if not jobs:
         return {}
-    return {"hf_job_ids": dg.MetadataValue.json([j["job_id"] for j in jobs]),
-            **{f"hf_job_{k}": v for k, v in total_cost(jobs).items()}}
+    return {"hf_job_ids": dg.MetadataValue.json([j["job_id"] for j in jobs]), **cost_figures({"cost": total_cost(jobs)})}
 
 
 EVAL_ROLLOUTS_CODE_VERSION = code_version("eval-rollouts", "rhythm_core.evaluation.entry", play_condition, publish_rollouts,

@@ -7,6 +7,7 @@ import typing
 import dagster as dg
 import pydantic
 
+from rhythm_core.compute.costs import cost_figures
 from rhythm_core.stages import push_checkpoint, train_and_publish
 from rhythm_core.training.grpo import GRPORunConfig
 from rhythm_core.training.sft import SFTRunConfig
@@ -63,8 +64,7 @@ def job_cost_metadata(job: dict) -> dict:
     cost = job.get("cost") or {}
     if not cost:
         return {}
-    return {"hf_job_max_cost_usd": cost["max_cost_usd"], "hf_job_billed_minutes": cost["billed_minutes"],
-            "hf_job_cost_usd": cost["cost_usd"], "hf_job_flavor": cost["flavor"],
+    return {**cost_figures(job), "hf_job_flavor": cost["flavor"],
             "hf_job_price": f"${cost['usd_per_hour']:.2f}/h ({cost['price_source']})"}
 
 
