@@ -614,3 +614,39 @@ def test_fetch_training_result_downloads_the_revision_and_localizes_paths(make_h
     assert Path(published["model_dir"]).parent == Path(published["path"]) and Path(published["model_dir"]).is_dir()
     with pytest.raises(HFJobError, match="holds no result.json"):
         fetch_training_result(job, tmp_path / "empty", download=lambda *a, **k: None)
+
+
+def test_a_play_job_file_that_does_not_match_its_manifest_entry_lands_nowhere(tmp_path):
+    """The students' play job's trajectory files come back through its result repo: a file whose
+    bytes differ from its sha256 manifest entry fails naming the job, and nothing reaches `out_dir`."""
+    import hashlib
+
+    from rhythm_core.compute.hf_jobs import run_play_job
+
+    model = tmp_path / "sft_model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    good = b'{"seed": 0}\n'
+    job = {"job_id": "job-1", "status": "COMPLETED", "hub_repo_id": "alice/rhythm-play", "hub_revision": "abc",
+           "remote_out_dir": "/job/out", "job_url": "http://hub/jobs/job-1"}
+    seen = {}
+
+    def run(stage, config, init_dir):
+        seen.update(stage=stage, config=config, folders=sorted(p.name for p in Path(init_dir).iterdir()))
+        return job
+
+    def download(repo_id, revision, local_dir):  # the repo as the job published it, one file altered since
+        entry = {"player": "student_sft", "condition": "ood", "sha256": hashlib.sha256(good).hexdigest()}
+        Path(local_dir).mkdir(parents=True)
+        Path(local_dir, "result.json").write_text(json.dumps({"files": {"student_sft__ood.jsonl": entry}}))
+        Path(local_dir, "student_sft__ood.jsonl").write_bytes(b'{"seed": 1}\n')
+
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(HFJobError, match="job job-1: student_sft__ood.jsonl does not match its manifest entry") as info:
+        run_play_job({"condition": "ood", "seeds": "10000"}, {"student_sft": str(model)}, out, threads=2, run=run,
+                     download=download)
+    assert info.value.job_id == "job-1" and info.value.job_url == "http://hub/jobs/job-1"
+    assert seen["stage"] == "play" and seen["folders"] == ["student_sft"]
+    assert seen["config"]["recorded_as"] == {"student_sft": str(model)} and seen["config"]["threads"] == 2
+    assert list(out.iterdir()) == []

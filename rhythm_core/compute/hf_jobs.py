@@ -67,6 +67,12 @@ class HFJobError(RuntimeError):
         self.log_tail = log_tail
         self.job_url = job_url
 
+    @classmethod
+    def in_result(cls, job: dict, problem: str) -> HFJobError:
+        """A finished job whose published result is unusable (`problem` says how)."""
+        return cls(f"job {job['job_id']}: {problem}", job_id=job["job_id"], stage=job.get("status"),
+                   status_message=None, log_tail=[], job_url=job.get("job_url"))
+
 
 @dataclass
 class HFJobSpec:
@@ -407,9 +413,7 @@ def fetch_training_result(job: dict, out_dir, *, download: Callable[..., str]) -
     download(job["hub_repo_id"], revision=job["hub_revision"], local_dir=str(out_dir))
     path = Path(out_dir, "result.json")
     if not path.exists():
-        raise HFJobError(f"job {job['job_id']}: {job['hub_repo_id']}@{job['hub_revision']} holds no result.json",
-                         job_id=job["job_id"], stage=job.get("status"), status_message=None, log_tail=[],
-                         job_url=job.get("job_url"))
+        raise HFJobError.in_result(job, f"{job['hub_repo_id']}@{job['hub_revision']} holds no result.json")
     result = rebase_paths(json.loads(path.read_text()), job["remote_out_dir"], out_dir)
     result["hf_job"] = {k: job.get(k) for k in JOB_SUMMARY_KEYS}  # kept on disk: publishing re-reads it
     write_result(out_dir, result)
@@ -435,7 +439,6 @@ def run_play_job(config: dict, checkpoints: dict[str, str], out_dir, *, threads:
         for file, entry in result["files"].items():
             source = Path(tmp) / "result" / file
             if sha256_file(source) != entry["sha256"]:
-                raise HFJobError(f"job {job['job_id']}: {file} does not match its manifest entry", job_id=job["job_id"],
-                                 stage=job.get("status"), status_message=None, log_tail=[], job_url=job.get("job_url"))
+                raise HFJobError.in_result(job, f"{file} does not match its manifest entry")
             shutil.copyfile(source, Path(out_dir) / file)
     return {"files": result["files"], "hf_job": result["hf_job"]}
