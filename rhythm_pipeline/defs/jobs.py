@@ -1,5 +1,6 @@
-"""Jobs: the whole lineage (what `make demo` runs), the data half alone, and the longer training
-preset (3,000 teacher weeks; the same config as `rhythm distill --preset long`)."""
+"""Jobs: the whole lineage (what `make demo` runs), the data half alone, the longer training preset
+(3,000 teacher weeks; the same config as `rhythm distill --preset long`), the published recipe at real
+scale, and the regrade and re-evaluation jobs."""
 
 import dagster as dg
 
@@ -10,32 +11,29 @@ rhythm_lineage = dg.define_asset_job("rhythm_lineage", selection=dg.AssetSelecti
 data_half = dg.define_asset_job("data_half", selection=dg.AssetSelection.groups("data"),
                                 description="teacher_trajectories -> reeval_report -> sft_dataset")
 
-_LONG = PRESETS["long"]
+
+def preset_ops(name: str) -> dict:
+    """The ops config of a `rhythm distill` preset (rhythm_core.distill.PRESETS)."""
+    preset = PRESETS[name]
+    return {"teacher_trajectories": {"config": {"seeds": preset["teacher_seeds"]}},
+            "sft_dataset": {"config": preset["dataset"]}, "sft_checkpoint": {"config": preset["sft"]},
+            "grpo_checkpoint": {"config": preset["grpo"]}}
+
+
 rhythm_lineage_long = dg.define_asset_job(
     "rhythm_lineage_long",
     selection=dg.AssetSelection.all(),
     description="The recipe at a larger budget: 3,000 Bayesian-teacher weeks, 1,000 short-context + 1,200 "
                 "whole-week SFT steps, 50 GRPO steps (rhythm distill --preset long).",
-    config={"ops": {
-        "teacher_trajectories": {"config": {"seeds": _LONG["teacher_seeds"]}},
-        "sft_dataset": {"config": _LONG["dataset"]},
-        "sft_checkpoint": {"config": _LONG["sft"]},
-        "grpo_checkpoint": {"config": _LONG["grpo"]},
-    }},
+    config={"ops": preset_ops("long")},
 )
 
-_PUBLISHED = PRESETS["published"]
 # The published recipe at real scale: an API teacher, the 3B student with LoRA trained and evaluated
 # on Hugging Face Jobs. Needs OPENAI_API_KEY and HF_TOKEN (RHYTHM_HUB_NAMESPACE names the owner of the
 # job and its repos); every job states its cost cap before it is submitted and is refused above
 # hf_max_usd. README, "The real base model", gives the cost per stage.
 PUBLISHED_CONFIG = {
-    "ops": {
-        "teacher_trajectories": {"config": {"seeds": _PUBLISHED["teacher_seeds"]}},
-        "sft_dataset": {"config": _PUBLISHED["dataset"]},
-        "sft_checkpoint": {"config": _PUBLISHED["sft"]},
-        "grpo_checkpoint": {"config": _PUBLISHED["grpo"]},
-    },
+    "ops": preset_ops("published"),
     "resources": {
         "teacher": {"config": {"backend": "openai", "model": "gpt-5.4", "reasoning_effort": "low",
                                "api_key": {"env": "OPENAI_API_KEY"}, "price_input_per_m": 2.5,
