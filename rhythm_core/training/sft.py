@@ -229,13 +229,14 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
     else:
         lengths = conversation_lengths(train, tokenizer)
         train, validation = _to_prompt_completion(train), _to_prompt_completion(validation)
-    max_length = config.length_for(max(lengths))
-    truncation = {"max_length": max_length, "longest_conversation_tokens": max(lengths),
-                  "conversations_over_max_length": sum(n > max_length for n in lengths)}
-    if truncation["conversations_over_max_length"]:
-        logger.warning(f"SFT: {truncation['conversations_over_max_length']} of {len(lengths)} training conversations "
-                       f"are longer than max_length {max_length} tokens (the longest {max(lengths)}): their last "
-                       "answers are not trained on; raise max_length (None: the longest) to keep them")
+    longest = max(lengths)
+    max_length = config.length_for(longest)
+    cut = sum(n > max_length for n in lengths)
+    if cut:
+        logger.warning(f"SFT: {cut} of {len(lengths)} training conversations are longer than max_length "
+                       f"{max_length} tokens (the longest {longest}): their last answers are not trained on; "
+                       "raise max_length (None: the longest) to keep them")
+    truncation = {"max_length": max_length, "longest_conversation_tokens": longest, "conversations_over_max_length": cut}
     conversations = [row["messages"][:-1] for row in data["validation"].select(range(min(16, len(data["validation"]))))]
     # The teacher's answers bound how long a valid answer is; twice the longest is room enough and
     # keeps the untrained model's rambling short (it never stops on its own).

@@ -98,12 +98,14 @@ def student_belief_close_to_teacher(eval_results: dict) -> dg.AssetCheckResult:
                                description=description)
 
 
-@dg.asset_check(asset=eval_results, description="Invalid (unparsable or illegal) student answers are at most 5%.")
+@dg.asset_check(asset=eval_results,
+                description=f"Invalid (unparsable or illegal) student answers are at most {MAX_INVALID_RATE:.0%}.")
 def student_invalid_answers_at_most_5pct(eval_results: dict) -> dg.AssetCheckResult:
     rates = student_gaps(load_results(eval_results["json"]))["invalid_rate"]
     high = [k for k, v in rates.items() if v > MAX_INVALID_RATE]
     return dg.AssetCheckResult(passed=not high, severity=dg.AssetCheckSeverity.WARN, metadata=rates,
-                               description=f"above 5%: {', '.join(high)}" if high else "at most 5% everywhere")
+                               description=f"above {MAX_INVALID_RATE:.0%}: {', '.join(high)}" if high
+                               else f"at most {MAX_INVALID_RATE:.0%} everywhere")
 
 
 @dg.asset_check(asset=grpo_checkpoint, blocking=True,
