@@ -4,8 +4,8 @@
         --grpo RUN/grpo_checkpoint/<v>/model [--windows 5,0]
 
 Per window (`evaluation_window`: 0 = the default evaluation seeds, 5 = continuous 500-599, OOD
-10250-10299, discrete3 20075-20089) and condition it prints one JSON line: the heuristic's and the
-Bayesian teacher's v3 scores on those seeds, each student's score, recovery of the teacher's margin
+10250-10299, discrete3 20075-20089) and condition it prints one JSON line: the heuristic's, the
+fallback-only policy's and the Bayesian teacher's v3 scores on those seeds (and the teacher's belief MAE), each student's score, recovery of the teacher's margin
 and final belief MAE (greedy), and the paired GRPO − SFT difference with its standard error. These
 are report-only seeds: nothing is tuned on them.
 """
@@ -49,12 +49,13 @@ def main() -> None:
     for window in (int(w) for w in args.windows.split(",")):
         for condition, spec in evaluation_window(window).items():
             seeds = parse_seeds(spec)
-            refs = run_baselines(condition, seeds, "v3", agents=("heuristic", "bayes"))["agents"]
+            refs = run_baselines(condition, seeds, "v3", agents=("heuristic", "fallback", "bayes"))["agents"]
             heuristic, teacher = refs["heuristic"]["final_score"], refs["bayes"]["final_score"]
+            fallback = refs["fallback"]["final_score"]
             (sft, sft_mae), (grpo, grpo_mae) = play(args.sft, condition, seeds), play(args.grpo, condition, seeds)
             verdict = paired_verdict(grpo - sft, "grpo", "sft")
             print(json.dumps({"window": window, "condition": condition, "seeds": spec, "heuristic": heuristic,
-                              "teacher": teacher, "sft": rounded(sft.mean(), 4), "grpo": rounded(grpo.mean(), 4),
+                              "fallback": fallback, "teacher": teacher, "belief_mae_teacher": refs["bayes"]["belief_mae"], "sft": rounded(sft.mean(), 4), "grpo": rounded(grpo.mean(), 4),
                               "recovery_sft": rounded(recovery(sft.mean(), heuristic, teacher), 3),
                               "recovery_grpo": rounded(recovery(grpo.mean(), heuristic, teacher), 3),
                               "belief_mae_sft": round(sft_mae, 4), "belief_mae_grpo": round(grpo_mae, 4),
