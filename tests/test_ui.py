@@ -511,12 +511,8 @@ def main() -> None:
     print(args.out, f"{args.out.stat().st_size // 1024} KiB")
 
 
-if __name__ == "__main__":
-    main()
-
-
 def descendants(pid: int) -> list[str]:
-    """Every process below `pid` (children, grandchildren, ...), by /proc's parent links."""
+    """Every process below `pid` (children, grandchildren, ...), asking `pgrep -P` level by level."""
     found, todo = [], [str(pid)]
     while todo:
         parent = todo.pop()
@@ -564,3 +560,8 @@ def test_make_ui_stops_cleanly_on_ctrl_c_and_names_the_location_rhythm(tmp_path)
     text = log.read_text(errors="replace")
     assert "does not match" not in text, text[-3000:]
     assert str(home) in text or "rhythm ui" in text or "Serving dagster-webserver" in text, text[-3000:]
+
+
+if __name__ == "__main__":
+    main()
+
