@@ -112,8 +112,7 @@ def sft_checkpoint(context: dg.AssetExecutionContext, config: SftCheckpointConfi
         "valid_answer_rate_before": result["valid_answer_rate_before"],
         "valid_answer_rate_after": result["valid_answer_rate_after"],
         # how long the examples may be, and how many conversations were cut to it (0: none)
-        **{k: result[k] for k in ("max_length", "longest_conversation_tokens", "conversations_over_max_length")
-           if k in result},
+        **{k: result[k] for k in ("max_length", "longest_conversation_tokens", "conversations_over_max_length")},
         "wall_s": result["wall_s"], **_compute_metadata(result, compute), "teacher": provenance["teacher"], **tracked,
         **_speedup_metadata(result),
         **lineage_metadata(context, {"sft_dataset": sft_dataset}, config),
