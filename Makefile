@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 # The exact versions CI tested (pip constraints: `pip freeze` of a fresh install); `make lock` refreshes it.
 LOCK := requirements.lock
 
-.PHONY: demo ui mlflow test test-slow install lint bench clean lock
+.PHONY: demo ui mlflow test test-slow install lint bench gpu-check clean lock
 
 install: $(STAMP)
 
@@ -65,6 +65,11 @@ test-slow: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/env_throughput.py
+
+# Before paying for GPU time: every GPU stage on a 3B-shaped student, ~6 minutes on one CUDA GPU
+# (a CUDA build of torch: `make TORCH_SPEC=torch install`); `--smoke` is its CPU form.
+gpu-check: $(STAMP)
+	$(BIN)/python benchmarks/gpu_check.py --out gpu_check.json
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

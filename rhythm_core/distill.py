@@ -47,7 +47,9 @@ PRESETS: dict[str, dict] = {
     "published": {"teacher_seeds": "1000-1299", "dataset": {},
                   "sft": {"base_model": "Qwen/Qwen2.5-3B-Instruct", "learning_rate": 2e-4, "max_steps": 300,
                           "per_device_train_batch_size": 1, "gradient_accumulation_steps": 8, "lora_r": 16},
-                  "grpo": {"max_steps": 20, "per_device_train_batch_size": 8, "num_generations": 8},
+                  # 8 completions a step, the loss in micro-batches of 2 (a week's prompt is ~5k tokens)
+                  "grpo": {"max_steps": 20, "per_device_train_batch_size": 2, "gradient_accumulation_steps": 4,
+                           "num_generations": 8},
                   "eval_seeds": DEFAULT_EVAL_SEEDS},
 }
 

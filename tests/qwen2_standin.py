@@ -61,22 +61,35 @@ def train_qwen2_tokenizer(texts: list[str], vocab_size: int = 1024):
     return tokenizer, bpe
 
 
-def build_qwen2_standin(out_dir, texts: list[str], *, seed: int = 0) -> Path:
-    """Save the stand-in (model, tokenizer, generation config) to `out_dir`; returns the folder."""
+# The stand-in's size: a CPU trains it in seconds.
+TINY_SHAPE = dict(hidden_size=64, intermediate_size=176, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2)
+# Qwen2.5-3B-Instruct's own (3.09 B parameters with its tied embeddings).
+QWEN25_3B_SHAPE = dict(hidden_size=2048, intermediate_size=11008, num_hidden_layers=36, num_attention_heads=16,
+                       num_key_value_heads=2, vocab_size=151936)
+
+
+def build_qwen2_standin(out_dir, texts: list[str], *, seed: int = 0, shape: dict | None = None,
+                        device: str = "cpu") -> Path:
+    """Save the stand-in (model, tokenizer, generation config) to `out_dir`; returns the folder.
+    `shape`: the architecture's sizes (TINY_SHAPE by default; QWEN25_3B_SHAPE for the real one's,
+    built in bf16 on `device`)."""
     import torch
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
     tokenizer, _ = train_qwen2_tokenizer(texts)
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in (ENDOFTEXT, IM_START, IM_END)}
+    sizes = {"vocab_size": (len(tokenizer) + 63) // 64 * 64,  # padded past the tokenizer, as Qwen's 151,936
+             **(shape or TINY_SHAPE)}
     config = Qwen2Config(
-        vocab_size=(len(tokenizer) + 63) // 64 * 64,  # padded past the tokenizer, as Qwen's 151,936
-        hidden_size=64, intermediate_size=176, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-        max_position_embeddings=32768, rope_theta=1_000_000.0, rms_norm_eps=1e-6, tie_word_embeddings=True,
-        use_sliding_window=False, sliding_window=32768, max_window_layers=2, hidden_act="silu",
-        bos_token_id=ids[ENDOFTEXT], eos_token_id=ids[IM_END], torch_dtype="bfloat16",
+        **sizes, max_position_embeddings=32768, rope_theta=1_000_000.0, rms_norm_eps=1e-6, tie_word_embeddings=True,
+        use_sliding_window=False, sliding_window=32768, max_window_layers=sizes["num_hidden_layers"],
+        hidden_act="silu", bos_token_id=ids[ENDOFTEXT], eos_token_id=ids[IM_END], torch_dtype="bfloat16",
     )
     torch.manual_seed(seed)
-    model = Qwen2ForCausalLM(config).to(torch.bfloat16)
+    with torch.device(device):  # a real shape is initialized where it runs, in bf16 (3B in fp32: 12 GB)
+        model = (Qwen2ForCausalLM(config).to(torch.bfloat16) if shape is None
+                 else Qwen2ForCausalLM._from_config(config, dtype=torch.bfloat16))
     model.generation_config = GenerationConfig(bos_token_id=ids[ENDOFTEXT], pad_token_id=ids[ENDOFTEXT],
                                                eos_token_id=[ids[IM_END], ids[ENDOFTEXT]], **GENERATION)
     out = Path(out_dir)

@@ -529,6 +529,7 @@ def test_the_cpu_speedups_apply_to_the_locked_libraries_and_say_why_when_they_st
                                          num_attention_heads=8, num_key_value_heads=2))
     assert fused_head_status() is None and last_layer_status(model) is None
     assert speedups(model, True) == {"cpu_kernels": torch.backends.cpu.get_cpu_capability(),
+                                     "generation_attention": "sdpa: torch's choice",
                                      "fused_head": "on: labelled positions only",
                                      "last_layer": "on: read positions only"}
 

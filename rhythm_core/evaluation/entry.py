@@ -38,7 +38,18 @@ def play_students(config: dict, checkpoints: dict[str, str], out, *, on_log: Cal
     files = play_condition(checkpoints, config["condition"], config["seeds"], out,
                            sampling=SamplingConfig(**config.get("sampling", {})), baselines=[],
                            log=lambda line: on_log({"played": line}), recorded_as=config.get("recorded_as"))
-    return {"files": files, "condition": config["condition"], "wall_s": round(time.perf_counter() - start, 3)}
+    return {"files": files, "condition": config["condition"], "generation": generation_settings(),
+            "wall_s": round(time.perf_counter() - start, 3)}
+
+
+def generation_settings() -> dict:
+    """How the students generated here: the attention kernels and whether prompt states were reused
+    (the default follows the device: training/prompt_cache.prompt_cache_pays)."""
+    from ..training.generation import attention_backend
+    from ..training.models import device_name
+
+    device = device_name()
+    return {"device": device, "attention": attention_backend(device), "prompt_cache": device != "cuda"}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -82,9 +82,11 @@ def speedups(model, last_layer_used: bool) -> dict:
     they rely on: the same results, slower)."""
     import torch
 
+    from .generation import attention_backend
     from .last_layer import last_layer_status
 
     return {"cpu_kernels": torch.backends.cpu.get_cpu_capability(),
+            "generation_attention": attention_backend(getattr(model, "device", "cpu")),
             "fused_head": fused_head_status() or "on: labelled positions only",
             "last_layer": (last_layer_status(model) or "on: read positions only") if last_layer_used
             else "not used: LoRA or another architecture"}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -9,6 +11,8 @@ if TYPE_CHECKING:
     from .prompt_cache import PromptCache
 
 DEFAULT_MAX_NEW_TOKENS = 160
+# 1: let torch choose cuDNN's attention for generation on CUDA too (see generation_attention).
+CUDNN_ATTENTION_ENV = "RHYTHM_CUDNN_ATTENTION"
 
 
 @dataclass
@@ -43,7 +47,7 @@ def generate_answers(model, tokenizer, conversations: list[list[dict]], sampling
                 else conversation_ids(tokenizer, chunk))
         if sampling.temperature > 0:
             torch.manual_seed(sampling.seed + start)
-        with torch.no_grad():
+        with torch.no_grad(), generation_attention(model.device):
             if prompt_cache is None:
                 input_ids, attention_mask = _left_padded(rows, tokenizer.pad_token_id)
                 out = model.generate(input_ids=input_ids.to(model.device),
@@ -54,6 +58,27 @@ def generate_answers(model, tokenizer, conversations: list[list[dict]], sampling
                                                  tokenizer.pad_token_id, config)
         answers.extend(tokenizer.batch_decode(new, skip_special_tokens=True))
     return answers
+
+
+def attention_backend(device) -> str:
+    """The scaled-dot-product attention kernels generation may use on `device`, as results record it."""
+    if getattr(device, "type", device) != "cuda":
+        return "sdpa: torch's choice"
+    if os.environ.get(CUDNN_ATTENTION_ENV) == "1":
+        return f"sdpa: torch's choice, cuDNN included ({CUDNN_ATTENTION_ENV}=1)"
+    return "sdpa: flash, memory-efficient or math; cuDNN off"
+
+
+def generation_attention(device):
+    """A context in which generation on a CUDA `device` runs without cuDNN's attention. cuDNN builds
+    an execution plan per new shape, and a week's turns never repeat one (every prompt is longer, every
+    decode step's keys one longer): on an H200, transformers' generate of a 3B model took 57-88 ms a
+    decode step with it and 24-27 ms without (benchmarks/README.md, "Generation on CUDA")."""
+    if getattr(device, "type", device) != "cuda" or os.environ.get(CUDNN_ATTENTION_ENV) == "1":
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
 
 
 def decoding_config(sampling: SamplingConfig, tokenizer):
@@ -92,8 +117,8 @@ def _generate_reusing_prefixes(model, rows: list[list[int]], keys: list[int], ca
     input_ids, attention_mask = cache.inputs(rows, pad_id, layout)
     past = cache.past_key_values(keys, layout, input_ids.shape[1] + config.max_new_tokens)
     out = model.generate(input_ids=input_ids.to(model.device), attention_mask=attention_mask.to(model.device),
-                         generation_config=config, **({} if past is None else {"past_key_values": past}))
-    cache.store(keys, rows, out.past_key_values, layout)
+                         generation_config=config, **({} if past is None else {"cache": past}))
+    cache.store(keys, rows, out.cache, layout)
     return out.sequences[:, input_ids.shape[1] :]
 
 

@@ -34,6 +34,7 @@ Rewards (TRL sums them with `reward_weights`, then normalizes within each group)
 
 from __future__ import annotations
 
+import gc
 import json
 import time
 from collections.abc import Callable
@@ -50,6 +51,7 @@ from ..graders import get_grader
 from ..protocol import DatasetFormat, action_prefix, parse_answer
 from ..tracking.callback import attach_tracking
 from ..tracking.store import report_to_list
+from .adapters import FROZEN_ADAPTER, AdapterView, load_frozen_adapter
 from .fused_head import labelled_positions_only, speedups
 from .generation import SamplingConfig, generate_answers
 from .last_layer import last_layer_on_read_positions
@@ -68,7 +70,11 @@ class GRPORunConfig:
     # saves ~18 s of the demo. The larger budget runs 50 (benchmarks/README.md, "GRPO on the action alone").
     max_steps: int = 10
     learning_rate: float = 2e-5
-    per_device_train_batch_size: int = 16  # completions per optimizer step (a multiple of num_generations)
+    # Completions per optimizer step: per_device_train_batch_size x gradient_accumulation_steps (a
+    # multiple of num_generations), sampled together and scored in one play; the loss runs in
+    # micro-batches of per_device_train_batch_size, so the activations of a long prompt fit a GPU.
+    per_device_train_batch_size: int = 16
+    gradient_accumulation_steps: int = 1
     num_generations: int = 8
     max_completion_length: int = 96
     temperature: float = 1.0
@@ -87,6 +93,10 @@ class GRPORunConfig:
     # this many of the dataset's validation weeks (held-out training seeds) under `grader`; 0 skips it.
     validation_weeks: int = 64
     report_to: str = "mlflow"  # trainer integrations: mlflow (the run its owner opened), tensorboard, none, "a,b"
+
+    @property
+    def completions_per_step(self) -> int:
+        return self.per_device_train_batch_size * self.gradient_accumulation_steps
 
 
 # ---------------------------------------------------------------------------------------------
@@ -241,7 +251,7 @@ def build_prompt_dataset(dataset_dir, variant: str, config: GRPORunConfig, agent
     if config.student_episodes > 0:
         seeds = range(config.student_seeds_start, config.student_seeds_start + config.student_episodes)
         rows += collect_student_states(agent, "continuous", list(seeds))
-    per_step = max(1, config.per_device_train_batch_size // config.num_generations)
+    per_step = max(1, config.completions_per_step // config.num_generations)
     rows = order_by_step(rows, per_step, config.seed)[: config.max_steps * per_step]  # TRL reads no further
     conversations = [row.pop("prompt") for row in rows]
     own = generate_answers(agent.model, agent.tokenizer, conversations, agent.sampling)
@@ -289,6 +299,21 @@ def order_by_step(rows: list[dict], per_step: int, seed: int) -> list[dict]:
 
 
 # ---------------------------------------------------------------------------------------------
+def policy_and_frozen_start(init_dir, sampling: SamplingConfig):
+    """(trainable model, tokenizer, frozen SFT start as an agent) from the SFT checkpoint `init_dir`.
+    The frozen start plays the student's states, writes each prompt's reasoning and belief, and
+    finishes every scored answer's week for action_value. An adapter's frozen start is a second
+    adapter on the policy's own base (adapters.py): one copy of the base weights in memory; a full
+    model's is a copy of its own (the tiny model)."""
+    is_adapter = (Path(init_dir) / "adapter_config.json").exists()
+    model, tokenizer = load_model_and_tokenizer(str(init_dir), for_training=True, full_parameters=not is_adapter)
+    if not is_adapter:
+        return model, tokenizer, LLMPolicyAgent.from_checkpoint(init_dir, sampling=sampling)
+    load_frozen_adapter(model, init_dir)
+    return model, tokenizer, LLMPolicyAgent.from_checkpoint(init_dir, sampling=sampling,
+                                                            loaded=(AdapterView(model, FROZEN_ADAPTER), tokenizer))
+
+
 def run_grpo(config: GRPORunConfig, dataset_dir, init_dir, out_dir, *, on_log: Callable[[dict], None] | None = None,
              provenance: dict | None = None) -> dict:
     """GRPO from the SFT checkpoint `init_dir` on teacher- and student-visited states."""
@@ -305,16 +330,14 @@ def run_grpo(config: GRPORunConfig, dataset_dir, init_dir, out_dir, *, on_log: C
     prompt_format = data_format.prompt_format
     is_adapter = (Path(init_dir) / "adapter_config.json").exists()
     tiny_base = info.get("config", {}).get("base_model", TINY) == TINY
-    # The frozen SFT start (greedy): it plays the student's states, writes each prompt's reasoning and
-    # belief, and finishes every scored answer's week for action_value.
-    student = LLMPolicyAgent.from_checkpoint(init_dir, sampling=SamplingConfig(max_new_tokens=config.max_completion_length,
-                                                                                temperature=0.0))
+    greedy = SamplingConfig(max_new_tokens=config.max_completion_length, temperature=0.0)
+    model, tokenizer, student = policy_and_frozen_start(init_dir, greedy)
     prompts = build_prompt_dataset(dataset_dir, variant, config, student, data_format)  # refuses another format
-    model, tokenizer = load_model_and_tokenizer(str(init_dir), for_training=True)
     cuda = torch.cuda.is_available()
     args = GRPOConfig(
         output_dir=str(out / "trainer"), max_steps=config.max_steps, learning_rate=config.learning_rate,
-        per_device_train_batch_size=config.per_device_train_batch_size, num_generations=config.num_generations,
+        per_device_train_batch_size=config.per_device_train_batch_size,
+        gradient_accumulation_steps=config.gradient_accumulation_steps, num_generations=config.num_generations,
         max_completion_length=config.max_completion_length, temperature=config.temperature, beta=config.beta,
         reward_weights=config.reward_weights, logging_steps=config.logging_steps, save_strategy="no",
         report_to=report_to_list(config.report_to), use_cpu=not cuda, bf16=cuda and torch.cuda.is_bf16_supported(),
@@ -331,7 +354,10 @@ def run_grpo(config: GRPORunConfig, dataset_dir, init_dir, out_dir, *, on_log: C
                                      else nullcontext()):
         trainer.train()
     model_dir = out / "model"
-    trainer.save_model(str(model_dir))
+    if is_adapter:  # the trained adapter only, not the frozen copies beside it (ours, TRL's reference)
+        model.save_pretrained(str(model_dir), selected_adapters=["default"])
+    else:
+        trainer.save_model(str(model_dir))
     tokenizer.save_pretrained(str(model_dir))
 
     history = [e for e in trainer.state.log_history if "reward" in e]
@@ -370,19 +396,26 @@ def run_grpo(config: GRPORunConfig, dataset_dir, init_dir, out_dir, *, on_log: C
               "max_answer_tokens": info.get("max_answer_tokens"),
               "provenance": provenance or {}, "init": str(init_dir), "model_dir": str(model_dir)}
     (model_dir / "rhythm_checkpoint.json").write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
+    log_history = trainer.state.log_history
+    global_step = trainer.state.global_step
+    trainer.accelerator.free_memory()  # the gate loads both students anew: let the policy's memory go
+    del trainer, model, student
+    gc.collect()
+    if cuda:
+        torch.cuda.empty_cache()
     if config.validation_weeks > 0:  # the gate: GRPO against its SFT start on held-out training weeks
         weeks = validation_weeks(dataset_dir, config.validation_weeks)
         started = time.perf_counter()
         metrics["validation"] = compare_students(("student_grpo", str(model_dir)), ("student_sft", str(init_dir)),
                                                  weeks, config.grader)
         metrics["validation"]["wall_s"] = round(time.perf_counter() - started, 2)
-        on_log({"step": trainer.state.global_step, **{f"validation_{k}": v for k, v in metrics["validation"].items()
+        on_log({"step": global_step, **{f"validation_{k}": v for k, v in metrics["validation"].items()
                                                        if not isinstance(v, dict)}})
         metrics["wall_s"] = round(time.perf_counter() - start, 2)
         record["metrics"] = metrics
         (model_dir / "rhythm_checkpoint.json").write_text(json.dumps(record, indent=2, sort_keys=True, default=str)
                                                           + "\n")
-    (out / "metrics.json").write_text(json.dumps({**metrics, "log_history": trainer.state.log_history}, indent=2,
+    (out / "metrics.json").write_text(json.dumps({**metrics, "log_history": log_history}, indent=2,
                                                  default=str) + "\n")
     (model_dir / "README.md").write_text(model_card("grpo", info.get("config", {}).get("base_model", str(init_dir)),
                                                     provenance or {}, asdict(config), metrics))

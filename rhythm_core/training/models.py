@@ -33,11 +33,22 @@ def resolve_model_dir(path) -> Path:
     raise CheckpointError(f"{p}: not a model checkpoint (no config.json or adapter_config.json here or in {p / 'model'})")
 
 
-def load_model_and_tokenizer(path_or_id: str, *, for_training: bool = False):
-    """A causal LM and its tokenizer (left padding, pad token set), on CUDA in bf16 when available.
-    Raises CheckpointError naming the path when it is missing or corrupt."""
+def weights_dtype(*, cuda: bool, bf16: bool, full_parameters: bool):
+    """The dtype a model's weights are loaded in: bf16 on a CUDA GPU that has it, except for
+    full-parameter training, which keeps fp32 master weights there and computes in bf16 under the
+    trainer's autocast (pure bf16 updates lose the small steps of a model trained from scratch);
+    fp32 on the CPU. LoRA keeps its base in bf16; PEFT holds the adapters in fp32."""
+    import torch
+
+    return torch.bfloat16 if cuda and bf16 and not full_parameters else torch.float32
+
+
+def load_model_and_tokenizer(path_or_id: str, *, for_training: bool = False, full_parameters: bool = False):
+    """A causal LM and its tokenizer (left padding, pad token set), on CUDA when available, in the
+    dtype of `weights_dtype` (`full_parameters`: every weight will be trained). Raises
+    CheckpointError naming the path when it is missing or corrupt."""
     try:
-        return _load(path_or_id, for_training)
+        return _load(path_or_id, for_training, full_parameters)
     except CheckpointError:
         raise
     except (OSError, ValueError, KeyError, RuntimeError) as exc:
@@ -49,7 +60,7 @@ def load_model_and_tokenizer(path_or_id: str, *, for_training: bool = False):
 NO_MODEL_IN_DAGSTER = "RHYTHM_NO_MODEL_IN_DAGSTER"
 
 
-def _load(path_or_id: str, for_training: bool):
+def _load(path_or_id: str, for_training: bool, full_parameters: bool):
     import os
     import sys
 
@@ -63,7 +74,8 @@ def _load(path_or_id: str, for_training: bool):
     if path.exists() and not _is_checkpoint(path):
         raise CheckpointError(f"{path}: not a model checkpoint (no config.json or adapter_config.json)")
     cuda = torch.cuda.is_available()
-    dtype = torch.bfloat16 if cuda and torch.cuda.is_bf16_supported() else torch.float32
+    dtype = weights_dtype(cuda=cuda, bf16=cuda and torch.cuda.is_bf16_supported(),
+                          full_parameters=for_training and full_parameters)
     if path.exists() and (path / "adapter_config.json").exists():
         from peft import AutoPeftModelForCausalLM
 

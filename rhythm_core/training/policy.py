@@ -23,7 +23,7 @@ from ..protocol import (
 )
 from .generation import SamplingConfig, generate_answers
 from .models import checkpoint_info, load_model_and_tokenizer
-from .prompt_cache import PromptCache, supports_prompt_cache
+from .prompt_cache import PromptCache, prompt_cache_pays, supports_prompt_cache
 from .prompt_tokens import ConversationTokens, extends_by_message
 
 
@@ -34,21 +34,24 @@ class LLMPolicyAgent(Agent):
 
     def __init__(self, model, tokenizer, *, sampling: SamplingConfig | None = None, variant: str = "full",
                  prompt_format: str = "table", name: str = "student", batch_size: int = 64,
-                 reuse_prompt_cache: bool = True):
+                 reuse_prompt_cache: bool | None = None):
         self.model, self.tokenizer = model, tokenizer
         self.sampling = sampling or SamplingConfig()
         self.variant, self.prompt_format, self.name, self.batch_size = variant, prompt_format, name, batch_size
         # Each step's prompt extends the last one, so its shared prefix need not be run again.
+        if reuse_prompt_cache is None:
+            reuse_prompt_cache = prompt_cache_pays(model)
         self.reuse_prompt_cache = reuse_prompt_cache and supports_prompt_cache(model)
         self.prompt_cache: PromptCache | None = None
         self.tokenize_by_message = prompt_format in CHAT_FORMATS and extends_by_message(tokenizer)
         self.tokens: ConversationTokens | None = None
 
     @classmethod
-    def from_checkpoint(cls, path, **kwargs) -> LLMPolicyAgent:
+    def from_checkpoint(cls, path, *, loaded: tuple | None = None, **kwargs) -> LLMPolicyAgent:
         """Load a checkpoint with its prompt variant and, unless the sampling sets one, its
-        recommended answer length (1.5x the longest teacher answer it was trained on)."""
-        model, tokenizer = load_model_and_tokenizer(str(path))
+        recommended answer length (1.5x the longest teacher answer it was trained on). `loaded`:
+        (model, tokenizer) of this checkpoint already in memory, played instead of a fresh load."""
+        model, tokenizer = loaded or load_model_and_tokenizer(str(path))
         info = checkpoint_info(path)
         sampling = kwargs.pop("sampling", None) or SamplingConfig()
         if sampling.max_new_tokens is None and info.get("max_answer_tokens"):

@@ -222,7 +222,7 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
         base_path = base["path"]
     else:
         base_path = config.base_model
-    model, tokenizer = load_model_and_tokenizer(base_path, for_training=True)
+    model, tokenizer = load_model_and_tokenizer(base_path, for_training=True, full_parameters=not config.lora)
     if _has_generation_markers(tokenizer):
         train, validation = tokenized_weeks(train, tokenizer), tokenized_weeks(validation, tokenizer)
         lengths = [len(ids) for ids in train["input_ids"]]

@@ -13,6 +13,11 @@ workers, which is what makes forking a process that has already run threaded tor
 fork is not the platform's safe default or there are not two threads to share, the calls run here,
 one after the other. Results do not depend on the thread count: the same 100 weeks played with one
 and with two threads give identical records (tests/test_eval.py checks the side-by-side path).
+
+On a CUDA machine the calls always run here, one after the other: a process that has initialized
+CUDA cannot fork workers that use it ("Cannot re-initialize CUDA in forked subprocess"), the models
+play on the GPU rather than on the threads being shared, and two students at once would hold two
+models in its memory.
 """
 
 from __future__ import annotations
@@ -22,16 +27,23 @@ from collections.abc import Callable, Sequence
 from ..forked import forked_pool, forked_workers
 
 
+def plays_on_cuda() -> bool:
+    """Whether torch work here runs on CUDA (a GPU is visible, or CUDA was initialized already)."""
+    import torch
+
+    return torch.cuda.is_initialized() or torch.cuda.is_available()
+
+
 def run_side_by_side(fn: Callable, jobs: Sequence[tuple], *, threads: int | None = None) -> list:
     """`[fn(*args) for args in jobs]`, computed in forked workers that share `threads` torch threads
     (this process's pool by default); results in the order of `jobs`. `fn` and its arguments and
     results must pickle (a module-level function and plain values). A worker's exception is raised
-    here, with its traceback in the message."""
-    if threads is None:
-        import torch
+    here, with its traceback in the message. On CUDA the calls run in this process."""
+    import torch
 
+    if threads is None:
         threads = torch.get_num_threads()
-    workers = forked_workers(len(jobs), threads)  # one per torch thread
+    workers = 1 if plays_on_cuda() else forked_workers(len(jobs), threads)  # one per torch thread
     if workers < 2:
         return [fn(*args) for args in jobs]
     with forked_pool(workers, initializer=_torch_threads, initargs=(max(1, threads // workers),)) as pool:

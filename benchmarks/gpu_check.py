@@ -1,0 +1,357 @@
+"""The GPU check to run before paying for GPU time: the published recipe's stages on a random-weight
+Qwen2.5-3B-shaped student and the demo's tiny student, offline (nothing is downloaded), each stage
+in a process of its own under a time budget. Figures go to a JSON file as each stage ends.
+
+    make gpu-check                                    # one CUDA GPU, ~6 minutes: gpu_check.json
+    python benchmarks/gpu_check.py --smoke            # the CPU form: tiny shapes, about a minute
+
+Stages (each needs the ones before it that it names):
+  prepare   Bayesian-teacher weeks and their SFT datasets (48 weeks for the 3B student, the demo's 2,000
+            for the tiny one); the 3B-shaped model (Qwen2's tokenizer class trained offline on the weeks)
+  lora_sft  LoRA SFT at the published settings (r=16, micro-batch 1 x 8 accumulated): s/step, tokens/s
+  grpo      GRPO at the published settings (8 completions in micro-batches of 2, 2 steps, 12-token
+            completions) and its gate on 4 held-out weeks: s/step, the gate's time
+  play      the SFT student on 8 weeks x 28 turns at 12 new tokens, as evaluation plays it, then with the
+            prompt cache switched and (CUDA) with cuDNN's attention: seconds, and seconds outside generate
+  tiny      the demo's tiny SFT (600 + 240 steps) and GRPO with its gate (64 weeks)
+Every stage records its peak memory (CUDA: allocated and reserved; CPU: the process's peak RSS) and,
+on CUDA, whether it fits an A10G (24 GB: 21.5 GiB reserved leaves room for the CUDA context).
+Exit status 0 when every stage finished, 1 when any crashed or ran past its budget, 2 for a mistake.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # rhythm_core, and the Qwen2 stand-in under tests/
+
+# stage -> (the stages it needs, budget in seconds on CUDA, budget in the CPU smoke form)
+STAGES = {
+    "prepare": ((), 150, 120),
+    "lora_sft": (("prepare",), 120, 90),
+    "grpo": (("lora_sft",), 200, 120),
+    "play": (("lora_sft",), 150, 90),
+    "tiny": (("prepare",), 150, 120),
+}
+A10G_RESERVED_GIB = 21.5  # 24 GB is 22.35 GiB; the CUDA context and the allocator's slack take the rest
+
+
+def sizes(smoke: bool) -> dict:
+    """The check's sizes: the CUDA check, or the CPU smoke form's tiny ones."""
+    if smoke:
+        return {"weeks": "1000-1005", "tiny_weeks": "1000-1011", "sft_steps": 2, "grpo_steps": 1, "gate_weeks": 2,
+                "play_weeks": 2, "new_tokens": 4, "tiny_sft": {"max_steps": 4, "short_context_steps": 2, "logging_steps": 1},
+                "tiny_grpo": {"max_steps": 1, "validation_weeks": 2, "student_episodes": 1, "max_completion_length": 8}}
+    return {"weeks": "1000-1047", "tiny_weeks": "1000-2999", "sft_steps": 8, "grpo_steps": 2, "gate_weeks": 4,
+            "play_weeks": 8, "new_tokens": 12, "tiny_sft": {}, "tiny_grpo": {}}
+
+
+# ---------------------------------------------------------------------------------------------
+# stages: each runs in its own process and returns its figures
+def stage_prepare(work: Path, smoke: bool, device: str) -> dict:
+    import datasets
+
+    from rhythm_core.protocol import system_prompt
+    from rhythm_core.stages import dataset_stage, teacher_stage
+    from rhythm_core.teacher.settings import TeacherSettings
+    from tests.qwen2_standin import QWEN25_3B_SHAPE, build_qwen2_standin
+
+    size = sizes(smoke)
+    figures = {}
+    for name, weeks in (("qwen", size["weeks"]), ("tiny", size["tiny_weeks"])):
+        started = time.perf_counter()
+        trajectories = teacher_stage(TeacherSettings(), "continuous", weeks, work / name)
+        data = dataset_stage(trajectories, work / name)
+        figures[f"{name}_dataset"] = data["path"]
+        figures[f"{name}_teacher_weeks"] = trajectories["n_episodes"]
+        figures[f"{name}_data_s"] = round(time.perf_counter() - started, 1)
+    train = datasets.load_from_disk(figures["qwen_dataset"])["train"]
+    texts = [system_prompt("full")] + [m["content"] for row in train for m in row["messages"]]
+    started = time.perf_counter()
+    base = build_qwen2_standin(work / "base", texts, shape=None if smoke else QWEN25_3B_SHAPE, device=device)
+    figures.update(base=str(base), base_build_s=round(time.perf_counter() - started, 1))
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(base)
+    figures["shape"] = {k: getattr(config, k) for k in ("hidden_size", "intermediate_size", "num_hidden_layers",
+                                                         "num_attention_heads", "num_key_value_heads", "vocab_size")}
+    return figures
+
+
+def _log_history(out: Path) -> list[dict]:
+    return json.loads((out / "metrics.json").read_text()).get("log_history", [])
+
+
+def stage_lora_sft(work: Path, smoke: bool, device: str) -> dict:
+    from rhythm_core.distill import PRESETS
+    from rhythm_core.training.sft import SFTRunConfig, run_sft
+
+    prepared = _read(work, "prepare")
+    config = SFTRunConfig(**{**PRESETS["published"]["sft"], "base_model": prepared["base"],
+                             "max_steps": sizes(smoke)["sft_steps"], "eval_examples": 8, "logging_steps": 1,
+                             "report_to": "none"})
+    out = work / "lora_sft"
+    result = run_sft(config, prepared["qwen_dataset"], out)
+    tokens = max((e.get("num_tokens", 0) for e in _log_history(out)), default=0)
+    return {"model_dir": result["model_dir"], "steps": result["steps"], "train_s": result["train_s"],
+            "s_per_step": round(result["train_s"] / max(result["steps"], 1), 3),
+            "tokens_per_s": round(tokens / result["train_s"], 1) if tokens else None,
+            "sequences_per_step": config.per_device_train_batch_size * config.gradient_accumulation_steps,
+            "longest_conversation_tokens": result["longest_conversation_tokens"],
+            "trainable_parameters": result["trainable_parameters"], "total_parameters": result["total_parameters"],
+            "valid_answer_rate_after": result["valid_answer_rate_after"], "wall_s": result["wall_s"]}
+
+
+def stage_grpo(work: Path, smoke: bool, device: str) -> dict:
+    from rhythm_core.distill import PRESETS
+    from rhythm_core.training.grpo import GRPORunConfig, run_grpo
+
+    size = sizes(smoke)
+    overrides = {"max_steps": size["grpo_steps"], "max_completion_length": size["new_tokens"],
+                 "validation_weeks": size["gate_weeks"], "student_episodes": 2, "report_to": "none"}
+    if smoke:  # 4 completions a step in micro-batches of 2
+        overrides.update(per_device_train_batch_size=2, gradient_accumulation_steps=2, num_generations=2)
+    config = GRPORunConfig(**{**PRESETS["published"]["grpo"], **overrides})
+    out = work / "grpo"
+    result = run_grpo(config, _read(work, "prepare")["qwen_dataset"], _read(work, "lora_sft")["model_dir"], out)
+    runtime = next((e["train_runtime"] for e in _log_history(out) if "train_runtime" in e), None)
+    gate = result.get("validation", {})
+    return {"steps": result["steps"], "completions_per_step": config.completions_per_step,
+            "micro_batch": config.per_device_train_batch_size, "max_completion_length": config.max_completion_length,
+            "train_s": runtime, "s_per_step": round(runtime / max(result["steps"], 1), 3) if runtime else None,
+            "gate_weeks": gate.get("weeks"), "gate_s": gate.get("wall_s"), "gate_difference": gate.get("difference"),
+            "generation_attention": result["speedups"].get("generation_attention"), "wall_s": result["wall_s"]}
+
+
+def _timed_generate(model, clock: dict):
+    """Count the seconds `model.generate` takes (the GPU's work included) into clock["generate_s"]."""
+    import torch
+
+    generate = model.generate
+
+    def timed(*args, **kwargs):
+        started = time.perf_counter()
+        out = generate(*args, **kwargs)
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        clock["generate_s"] += time.perf_counter() - started
+        clock["calls"] += 1
+        return out
+
+    model.generate = timed
+
+
+def stage_play(work: Path, smoke: bool, device: str) -> dict:
+    import numpy as np
+
+    from rhythm_core.evaluation.rollouts import play_records
+    from rhythm_core.training.generation import CUDNN_ATTENTION_ENV, SamplingConfig, attention_backend
+    from rhythm_core.training.models import load_model_and_tokenizer
+    from rhythm_core.training.policy import LLMPolicyAgent
+    from rhythm_core.training.prompt_cache import prompt_cache_pays
+
+    size = sizes(smoke)
+    model_dir = _read(work, "lora_sft")["model_dir"]
+    model, tokenizer = load_model_and_tokenizer(model_dir)
+    clock = {"generate_s": 0.0, "calls": 0}
+    _timed_generate(model, clock)
+    default_cache = prompt_cache_pays(model)
+    variants = [("default", default_cache, False), ("prompt cache " + ("off" if default_cache else "on"),
+                                                     not default_cache, False)]
+    if device == "cuda":
+        variants.append(("cuDNN attention on", default_cache, True))
+    seeds = np.arange(size["play_weeks"])
+    figures, first_actions = {"weeks": len(seeds), "turns": 28, "new_tokens": size["new_tokens"]}, None
+    for name, cache, cudnn in variants:
+        os.environ.pop(CUDNN_ATTENTION_ENV, None)
+        if cudnn:
+            os.environ[CUDNN_ATTENTION_ENV] = "1"
+        agent = LLMPolicyAgent.from_checkpoint(model_dir, loaded=(model, tokenizer), reuse_prompt_cache=cache,
+                                               sampling=SamplingConfig(max_new_tokens=size["new_tokens"]))
+        clock.update(generate_s=0.0, calls=0)
+        started = time.perf_counter()
+        records = play_records(agent, "continuous", seeds, {"backend": "checkpoint", "model": model_dir, "id": name})
+        wall = time.perf_counter() - started
+        actions = [step["action"] for record in records for step in record["steps"]]
+        first_actions = first_actions or actions
+        figures[name] = {"prompt_cache": bool(agent.prompt_cache is not None),
+                         "attention": attention_backend(device), "wall_s": round(wall, 2),
+                         "generate_s": round(clock["generate_s"], 2), "generate_calls": clock["calls"],
+                         "outside_generate_s": round(wall - clock["generate_s"], 2),
+                         "same_actions_as_default": actions == first_actions}
+        if agent.prompt_cache is not None:
+            figures[name]["prompt_tokens_reused"] = round(agent.prompt_cache.reused_fraction, 3)
+    os.environ.pop(CUDNN_ATTENTION_ENV, None)
+    return figures
+
+
+def stage_tiny(work: Path, smoke: bool, device: str) -> dict:
+    from rhythm_core.training.grpo import GRPORunConfig, run_grpo
+    from rhythm_core.training.sft import SFTRunConfig, run_sft
+
+    size = sizes(smoke)
+    dataset = _read(work, "prepare")["tiny_dataset"]
+    sft = run_sft(SFTRunConfig(**size["tiny_sft"], report_to="none"), dataset, work / "tiny_sft")
+    grpo = run_grpo(GRPORunConfig(**size["tiny_grpo"], report_to="none"), dataset, sft["model_dir"], work / "tiny_grpo")
+    runtime = next((e["train_runtime"] for e in _log_history(work / "tiny_grpo") if "train_runtime" in e), None)
+    gate = grpo.get("validation", {})
+    return {"sft_steps": sft["steps"], "sft_train_s": sft["train_s"],
+            "sft_s_per_step": round(sft["train_s"] / max(sft["steps"], 1), 4), "sft_final_loss": sft["final_train_loss"],
+            "sft_valid_answer_rate": sft["valid_answer_rate_after"], "grpo_steps": grpo["steps"],
+            "grpo_s_per_step": round(runtime / max(grpo["steps"], 1), 3) if runtime else None,
+            "gate_weeks": gate.get("weeks"), "gate_s": gate.get("wall_s"), "gate_difference": gate.get("difference"),
+            "gate_difference_se": gate.get("difference_se")}
+
+
+def _read(work: Path, stage: str) -> dict:
+    return json.loads((work / f"{stage}.json").read_text())
+
+
+def peak_memory(device: str) -> dict:
+    """This process's peak memory so far."""
+    if device == "cuda":
+        import torch
+
+        allocated = torch.cuda.max_memory_allocated() / 2**30
+        reserved = torch.cuda.max_memory_reserved() / 2**30
+        return {"peak_allocated_gib": round(allocated, 2), "peak_reserved_gib": round(reserved, 2),
+                "fits_a10g_24gb": reserved <= A10G_RESERVED_GIB}
+    import resource
+
+    return {"peak_rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2)}
+
+
+def run_one_stage(name: str, work: Path, smoke: bool) -> None:
+    """The child's side: run `name` and write its figures to <work>/<name>.json."""
+    import torch
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    started = time.perf_counter()
+    figures = globals()[f"stage_{name}"](work, smoke, device)
+    figures.update(stage_s=round(time.perf_counter() - started, 1), **peak_memory(device))
+    (work / f"{name}.json").write_text(json.dumps(_finite(figures), indent=2, default=str) + "\n")
+
+
+def _finite(value):
+    """`value` with every infinite or NaN float as None (strict JSON; a one-week gate has no error bar)."""
+    import math
+
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+# ---------------------------------------------------------------------------------------------
+def _versions() -> dict:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for package in ("torch", "transformers", "trl", "peft"):
+        try:
+            out[package] = version(package)
+        except PackageNotFoundError:
+            out[package] = None
+    return out
+
+
+def _device() -> tuple[str, str]:
+    """("cuda" or "cpu", its name), without initializing CUDA in this process."""
+    probe = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.is_available() and "
+                            "torch.cuda.get_device_name(0) or '')"], capture_output=True, text=True)
+    name = probe.stdout.strip()
+    return ("cuda", name) if name else ("cpu", "CPU")
+
+
+def run_check(out: Path, work: Path, smoke: bool, stages: list[str], budget_scale: float = 1.0,
+              say=print) -> dict:
+    """Run `stages` in order, each in a process of its own under its budget; the record is rewritten
+    to `out` after every stage. Returns the record."""
+    device, device_name = _device()
+    record = {"started": datetime.now(UTC).isoformat(timespec="seconds"), "smoke": smoke,
+              "device": device_name, "versions": _versions(), "stages": {}, "ok": True}
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "logs").mkdir(exist_ok=True)
+    for name in stages:
+        needs, cuda_budget, cpu_budget = STAGES[name]
+        budget = round((cpu_budget if smoke else cuda_budget) * budget_scale, 1)
+        missing = [n for n in needs if not (work / f"{n}.json").exists()]
+        if missing:
+            entry = {"status": f"skipped: needs {', '.join(missing)}"}
+        else:
+            entry = _run_stage_process(name, work, smoke, budget)
+        entry["budget_s"] = budget
+        record["stages"][name] = entry
+        record["ok"] = record["ok"] and entry["status"] == "ok"
+        out.write_text(json.dumps(record, indent=2, default=str) + "\n")
+        say(f"gpu-check {name:9s} {entry['status']}" + (f" in {entry['wall_s']} s" if "wall_s" in entry else "")
+            + "".join(f", {k} {v}" for k, v in entry.items() if k in ("peak_reserved_gib", "peak_rss_gib",
+                                                                         "s_per_step", "fits_a10g_24gb")))
+    return record
+
+
+def _run_stage_process(name: str, work: Path, smoke: bool, budget: float) -> dict:
+    (work / f"{name}.json").unlink(missing_ok=True)
+    command = [sys.executable, str(Path(__file__).resolve()), "--stage", name, "--work", str(work)]
+    log = work / "logs" / f"{name}.log"
+    started = time.perf_counter()
+    with open(log, "w") as stream:
+        process = subprocess.Popen(command + (["--smoke"] if smoke else []), stdout=stream, stderr=subprocess.STDOUT,
+                                   start_new_session=True)  # its own group: a timeout stops all it started
+        try:
+            code = process.wait(timeout=budget)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            code = None
+    wall = round(time.perf_counter() - started, 1)
+    if code is None:
+        return {"status": f"timed out after {budget} s", "wall_s": wall, "log": str(log)}
+    if code != 0 or not (work / f"{name}.json").exists():
+        tail = log.read_text(errors="replace").strip().splitlines()[-3:]
+        return {"status": f"crashed (exit {code})", "wall_s": wall, "log": str(log), "error": " | ".join(tail)}
+    return {"status": "ok", "wall_s": wall, **_read(work, name)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--smoke", action="store_true", help="the CPU form: tiny shapes (also runs on a GPU)")
+    parser.add_argument("--out", default="gpu_check.json", help="the JSON file the figures go to")
+    parser.add_argument("--work", default=None, help="folder for the stages' data and models (default: a temporary one)")
+    parser.add_argument("--stages", default=",".join(STAGES), help=f"comma-separated, in order (default: {','.join(STAGES)})")
+    parser.add_argument("--budget-scale", type=float, default=1.0, help="multiply every stage's time budget (a slower GPU)")
+    parser.add_argument("--stage", default=None, help=argparse.SUPPRESS)  # a child process runs one stage
+    args = parser.parse_args(argv)
+    if args.stage:
+        run_one_stage(args.stage, Path(args.work), args.smoke)
+        return 0
+    stages = [s.strip() for s in args.stages.split(",") if s.strip()]
+    unknown = [s for s in stages if s not in STAGES]
+    if unknown or args.budget_scale <= 0:
+        print(f"gpu_check: unknown stage {', '.join(unknown)}; allowed: {', '.join(STAGES)}" if unknown
+              else "gpu_check: --budget-scale must be above 0", file=sys.stderr)
+        return 2
+    if not args.smoke and _device()[0] != "cuda":
+        print("gpu_check: no CUDA GPU is visible to torch here (a CPU build of torch, or no GPU): install a CUDA "
+              "build (`make TORCH_SPEC=torch install`) on a GPU machine, or run the CPU form with --smoke",
+              file=sys.stderr)
+        return 2
+    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="rhythm-gpu-check-"))
+    record = run_check(Path(args.out), work, args.smoke, stages, args.budget_scale)
+    print(f"gpu-check: {'every stage finished' if record['ok'] else 'FAILED'}; figures in {args.out}, work in {work}")
+    return 0 if record["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

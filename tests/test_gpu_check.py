@@ -1,0 +1,53 @@
+"""`make gpu-check`'s CPU form: every stage of the GPU check at tiny shapes, each in its own process,
+with figures in a strict JSON file, and the exit statuses a user scripts against."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_check.py"
+
+
+def _run(*args, cwd=None):
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=900, cwd=cwd)
+
+
+def test_the_gpu_checks_cpu_form_runs_every_stage_and_records_its_figures(tmp_path):
+    out = tmp_path / "gpu_check.json"
+    done = _run("--smoke", "--out", str(out), "--work", str(tmp_path / "work"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    record = json.loads(out.read_text(), parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
+    stages = record["stages"]
+    assert list(stages) == ["prepare", "lora_sft", "grpo", "play", "tiny"]
+    assert all(stage["status"] == "ok" and stage["peak_rss_gib"] > 0 for stage in stages.values())
+    assert stages["lora_sft"]["s_per_step"] > 0 and stages["lora_sft"]["tokens_per_s"] > 0
+    assert stages["grpo"]["completions_per_step"] == 4 and stages["grpo"]["micro_batch"] == 2
+    assert stages["grpo"]["gate_weeks"] >= 1 and stages["grpo"]["s_per_step"] > 0
+    play = stages["play"]
+    assert play["default"]["prompt_cache"] and not play["prompt cache off"]["prompt_cache"]  # the CPU's default
+    for variant in ("default", "prompt cache off"):
+        figures = play[variant]
+        assert figures["generate_calls"] == 28  # one batched call per turn of the week
+        assert 0 <= figures["outside_generate_s"] <= figures["wall_s"]
+        assert figures["same_actions_as_default"]
+    assert stages["tiny"]["sft_steps"] == 6 and stages["tiny"]["gate_weeks"] >= 1
+    assert "every stage finished" in done.stdout
+
+
+def test_a_stage_past_its_budget_fails_the_check_and_skips_what_needs_it(tmp_path):
+    out = tmp_path / "gpu_check.json"
+    done = _run("--smoke", "--stages", "prepare,lora_sft", "--budget-scale", "0.001", "--out", str(out),
+                "--work", str(tmp_path / "work"))
+    assert done.returncode == 1 and "FAILED" in done.stdout
+    stages = json.loads(out.read_text())["stages"]
+    assert stages["prepare"]["status"].startswith("timed out after")
+    assert stages["lora_sft"]["status"] == "skipped: needs prepare"
+
+
+def test_mistakes_are_refused_before_any_work(tmp_path):
+    unknown = _run("--smoke", "--stages", "prepare,sfft", "--out", str(tmp_path / "x.json"))
+    assert unknown.returncode == 2 and "unknown stage sfft" in unknown.stderr
+    no_gpu = _run("--out", str(tmp_path / "x.json"))  # this machine has no CUDA GPU
+    assert no_gpu.returncode == 2 and "no CUDA GPU" in no_gpu.stderr and "--smoke" in no_gpu.stderr
+    assert not (tmp_path / "x.json").exists()
