@@ -145,3 +145,35 @@ def test_grpo_on_an_adapter_trains_in_micro_batches_and_saves_only_its_adapter(l
     assert (model_dir / "adapter_config.json").exists()
     assert not (model_dir / "sft").exists() and not (model_dir / "ref").exists()
     assert result["validation"]["weeks"] >= 1  # the gate played both students
+
+
+def test_generate_calls_stay_within_a_token_budget_and_keep_the_prompts_order():
+    from rhythm_core.training.generation import call_batches
+
+    lengths = [100, 300, 200, 50, 900, 120, 130]
+    assert call_batches(lengths, 3, None, 10) == [range(0, 3), range(3, 6), range(6, 7)]  # the CPU: rows only
+    batches = call_batches(lengths, 64, 700, 10)
+    assert [i for b in batches for i in b] == list(range(len(lengths)))
+    for b in batches:
+        widest = max(lengths[i] + 10 for i in b)
+        assert len(b) == 1 or widest * len(b) <= 700  # a prompt alone over the budget is a call of its own
+    assert range(4, 5) in batches
+
+
+def test_on_cuda_a_3b_students_week_long_prompts_are_split_to_fit_the_free_memory(monkeypatch):
+    """64 prompts of 5.2k tokens at once would need ~40 GB on the GPU; with 18 GiB free, each call
+    holds what half of it allows at ~119 kB a token (keys and values of 36 layers, one layer's work)."""
+    import torch
+
+    from rhythm_core.training.generation import call_batches, token_budget
+
+    config = SimpleNamespace(hidden_size=2048, num_hidden_layers=36, num_attention_heads=16, num_key_value_heads=2,
+                             head_dim=128, intermediate_size=11008)
+    cpu_model = SimpleNamespace(device=torch.device("cpu"), config=config, dtype=torch.bfloat16)
+    assert token_budget(cpu_model) is None
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (18 * 2**30, 24 * 2**30))
+    gpu_model = SimpleNamespace(device=torch.device("cuda"), config=config, dtype=torch.bfloat16)
+    per_token = 2 * (36 * 2 * 2 * 128 + 4 * 2048 + 3 * 11008)
+    assert token_budget(gpu_model) == int(0.5 * 18 * 2**30 / per_token)
+    batches = call_batches([5200] * 64, 64, token_budget(gpu_model), 96)
+    assert len(batches) > 1 and all(len(b) * 5296 <= token_budget(gpu_model) for b in batches)

@@ -41,10 +41,10 @@ def generate_answers(model, tokenizer, conversations: list[list[dict]], sampling
     config = decoding_config(sampling, tokenizer)
     if prompt_cache is not None:  # generate hands back the cache it extended
         config.update(use_cache=True, return_dict_in_generate=True)
-    for start in range(0, len(conversations), batch_size):
-        chunk = conversations[start : start + batch_size]
-        rows = (prompt_ids[start : start + batch_size] if prompt_ids is not None
-                else conversation_ids(tokenizer, chunk))
+    all_rows = prompt_ids if prompt_ids is not None else conversation_ids(tokenizer, conversations)
+    for batch in call_batches([len(ids) for ids in all_rows], batch_size, token_budget(model),
+                              config.max_new_tokens):
+        start, rows = batch.start, all_rows[batch.start : batch.stop]
         if sampling.temperature > 0:
             torch.manual_seed(sampling.seed + start)
         with torch.no_grad(), generation_attention(model.device):
@@ -54,10 +54,48 @@ def generate_answers(model, tokenizer, conversations: list[list[dict]], sampling
                                      attention_mask=attention_mask.to(model.device), generation_config=config)
                 new = out[:, input_ids.shape[1] :]
             else:
-                new = _generate_reusing_prefixes(model, rows, list(range(start, start + len(chunk))), prompt_cache,
-                                                 tokenizer.pad_token_id, config)
+                new = _generate_reusing_prefixes(model, rows, list(batch), prompt_cache, tokenizer.pad_token_id, config)
         answers.extend(tokenizer.batch_decode(new, skip_special_tokens=True))
     return answers
+
+
+def call_batches(lengths: list[int], batch_size: int, budget: int | None, new_tokens: int) -> list[range]:
+    """Consecutive prompts (their token counts `lengths`) grouped into generate calls of at most
+    `batch_size` rows and, with a `budget`, at most `budget` tokens of rows x (longest prompt +
+    `new_tokens`), the size of the call's padded batch; a prompt alone over the budget is a call of
+    its own."""
+    batches, start = [], 0
+    while start < len(lengths):
+        end, longest = start + 1, lengths[start] + new_tokens
+        while end < len(lengths) and end - start < batch_size:
+            wider = max(longest, lengths[end] + new_tokens)
+            if budget is not None and wider * (end - start + 1) > budget:
+                break
+            end, longest = end + 1, wider
+        batches.append(range(start, end))
+        start = end
+    return batches
+
+
+def token_budget(model, share: float = 0.5) -> int | None:
+    """On CUDA, the tokens one generate call may hold: `share` of the GPU's free memory over what a
+    token costs (its keys and values in every layer, and one layer's activations while the prompt
+    is run). Without it a 3B student's 64 week-long prompts (64 x 5.2k tokens) would need ~40 GB at
+    once. None on the CPU, where `batch_size` alone decides."""
+    device = getattr(model, "device", None)
+    if getattr(device, "type", "cpu") != "cuda":
+        return None
+    import torch
+
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    hidden, layers = config.hidden_size, config.num_hidden_layers
+    heads = config.num_attention_heads
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    head_dim = getattr(config, "head_dim", None) or hidden // heads
+    intermediate = getattr(config, "intermediate_size", None) or 4 * hidden
+    per_token = model.dtype.itemsize * (layers * 2 * kv_heads * head_dim + 4 * hidden + 3 * intermediate)
+    free, _ = torch.cuda.mem_get_info(device)
+    return max(1, int(share * free / per_token))
 
 
 def attention_backend(device) -> str:
