@@ -28,8 +28,8 @@ from rhythm_core.env import VectorRhythmEnv  # noqa: E402
 from rhythm_core.env.conditions import parse_seeds  # noqa: E402
 from rhythm_core.env.spec import ACTIONS, STEPS_PER_EPISODE  # noqa: E402
 from rhythm_core.evaluation.rollouts import DEFAULT_EVAL_SEEDS  # noqa: E402
-from rhythm_core.teacher.bayes import bayes_records  # noqa: E402
 from rhythm_core.teacher.evidence import fit_evidence_readout  # noqa: E402
+from rhythm_core.teacher.offline import offline_records  # noqa: E402
 from rhythm_core.teacher.settings import TeacherSettings  # noqa: E402
 
 
@@ -58,7 +58,7 @@ def play(condition: str, seeds, policy: str):
 
 def teacher_weeks(seeds) -> list[tuple[dict, list]]:
     """(record, observations) of the Bayesian teacher's play, as a dataset sees them."""
-    records = bayes_records(TeacherSettings(), "continuous", np.asarray(seeds))
+    records = offline_records(TeacherSettings(), "continuous", np.asarray(seeds))
     histories, _, _ = play("continuous", np.asarray(seeds), "teacher")
     return list(zip(records, histories))
 

@@ -2,7 +2,7 @@
 
 Fork, not spawn: a spawned worker would import the package (and torch) again, seconds of what it
 saves. Where fork is not the platform's safe default (macOS, Windows) the work runs in the calling
-process. Used by the Bayesian teacher's chunks (teacher/bayes.py) and by students played side by
+process. Used by the offline teachers' chunks (teacher/offline.py) and by students played side by
 side (training/side_by_side.py).
 """
 

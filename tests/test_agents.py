@@ -1,14 +1,18 @@
 import numpy as np
 import pytest
 
-from rhythm_core.agents import AGENTS, BayesAgent, get_agent
-from rhythm_core.agents.rollout import rollout
+from rhythm_core.agents import AGENTS, Agent, BayesAgent, Decision, SearchAgent, get_agent, heuristic_actions
+from rhythm_core.agents.bayes import posterior_along
+from rhythm_core.agents.montecarlo import monte_carlo_values, noise_paths
+from rhythm_core.agents.rollout import play_lockstep, rollout
+from rhythm_core.agents.state_values import action_values_at
 from rhythm_core.env import RhythmEnv, VectorRhythmEnv
 from rhythm_core.env.spec import ACTIONS, BELIEF_DIMS, FACTORS, STEPS_PER_EPISODE
+from rhythm_core.graders import get_grader
 
 
 def test_registry():
-    assert set(AGENTS) == {"random", "heuristic", "heuristic_const_belief", "fallback", "bayes", "oracle"}
+    assert set(AGENTS) == {"random", "heuristic", "heuristic_const_belief", "fallback", "bayes", "search", "oracle"}
     with pytest.raises(ValueError, match="unknown agent 'gpt'"):
         get_agent("gpt")
 
@@ -104,3 +108,120 @@ def test_fallback_agent_plays_what_an_always_invalid_answer_gets(rollouts):
         expected = fallback_action(obs)
         assert played.actions[0, t] == ACTIONS.index(expected)
         obs, *_ = env.step(expected)
+
+
+def paired_gain(better, worse, condition, seeds, grader="v3"):
+    """Mean and standard error of the per-week score difference of two agents on the same seeds."""
+    g = get_grader(grader)
+    d = g.grade_batch(rollout(better, condition, seeds))[0] - g.grade_batch(rollout(worse, condition, seeds))[0]
+    return d.mean(), d.std(ddof=1) / np.sqrt(len(d))
+
+
+def test_the_bayesian_teacher_plans_for_the_grade_it_is_judged_by():
+    """Scoring the planner's paths with v3's own score-to-go beats its older utility under v3."""
+    gain, se = paired_gain(BayesAgent(), BayesAgent(grader=None), "continuous", np.arange(1000, 1400))
+    assert gain > 3 * se, (gain, se)
+
+
+def test_the_oracle_asked_to_plan_for_v3_is_a_higher_v3_ceiling():
+    gain, se = paired_gain(get_agent("oracle", grader="v3"), get_agent("oracle"), "continuous", np.arange(1000, 1200))
+    assert gain > 3 * se, (gain, se)
+
+
+def test_search_plays_deterministically_from_a_private_noise_stream():
+    seeds = np.arange(1000, 1012)
+    env = VectorRhythmEnv("continuous")
+    env.reset(seeds)
+    rng_state = env.np_random.bit_generator.state
+    first = [step.decision.actions for step in play_lockstep(SearchAgent(), env, seeds)]
+    assert env.np_random.bit_generator.state == rng_state  # the env's own randomness is never drawn
+    again = rollout(SearchAgent(), "continuous", seeds).actions
+    assert np.array_equal(np.stack(first, axis=1), again)
+    other = rollout(SearchAgent(noise_seed=1), "continuous", seeds).actions
+    assert not np.array_equal(again, other)  # another noise stream, other simulated luck
+    assert not np.array_equal(noise_paths(seeds, 3, noise_seed=0), noise_paths(seeds, 3, noise_seed=1))
+    assert noise_paths(seeds, 3).shape == (12, 16, STEPS_PER_EPISODE - 3, 5)
+
+
+def test_search_beats_the_bayesian_teacher():
+    """Deterministic play on fixed training seeds: the Monte-Carlo values win by over two standard errors."""
+    gain, se = paired_gain(SearchAgent(), BayesAgent(), "continuous", np.arange(1000, 1256))
+    assert gain > 2 * se, (gain, se)
+
+
+def test_monte_carlo_values_along_the_envs_own_noise_are_the_grade_of_the_week_played():
+    """Given the true profile and the env's own noise, the rollout of action a then the heuristic is the
+    week the env plays, and its value is what the grader gives that week (belief aside)."""
+    from rhythm_core.env.rhythm_env import _noise_table
+
+    seeds = np.arange(1000, 1008)
+    env = VectorRhythmEnv("continuous")
+    obs, _ = env.reset(seeds)
+    grader = get_grader("v3")
+    score = grader.score_to_go(env.factors)
+    noise = _noise_table(seeds)[:, None]  # (N, 1 path, 28, 5)
+    values = monte_carlo_values(env.profile_tensor, obs.meters, 0, env.factors, score, noise)
+    for a in (0, 4, 7):
+        week = rollout(_FirstThenHeuristic(a), "continuous", seeds)
+        _, parts = grader.grade_batch(week)
+        acting = sum(w * parts[k] for k, w in grader.weights.items() if not k.startswith("belief"))
+        assert np.allclose(values[:, a] + score.start(week.meters[:, 0]), acting, rtol=0, atol=1e-12)
+
+
+class _FirstThenHeuristic(Agent):
+    """Takes one fixed action at step 0, then the heuristic."""
+
+    def __init__(self, first):
+        self.first = first
+
+    def act(self, obs):
+        return Decision(heuristic_actions(obs.meters, obs.slot) if obs.step else np.full(len(obs), self.first))
+
+
+def test_search_explains_what_it_inferred_and_the_values_it_chose_by():
+    env = VectorRhythmEnv("discrete3")
+    obs, _ = env.reset([20_001])
+    agent = SearchAgent(explain=True)
+    agent.reset(env)
+    for _ in range(6):
+        decision = agent.act(obs)
+        obs, *_ = env.step(decision.actions)
+    text, action = decision.reasoning[0], ACTIONS[decision.actions[0]]
+    for dim, value in zip(BELIEF_DIMS, decision.beliefs[0]):
+        assert f"{dim} {value:.2f}" in text
+    assert "relative to a typical person" in text and "Simulating the rest of the week 16 times" in text
+    assert f"{action} " in text.split("score still to earn is")[1]  # the chosen action's value is quoted
+
+
+class _RecordingSearch(SearchAgent):
+    def plan(self, obs, factors):
+        values = super().plan(obs, factors)
+        self.seen.append((values, self.mu.copy()))
+        return values
+
+
+@pytest.mark.parametrize("policy", ["heuristic", "planner"])
+def test_action_values_at_stored_states_are_the_search_agents_own(policy):
+    """GRPO's reward: at the states a search agent reached, the values replayed from the stored week
+    (filter and Monte-Carlo) are bit for bit the ones it acted on, whatever the mix of steps."""
+    seeds = np.arange(10_000, 10_006) if policy == "heuristic" else np.arange(10_000, 10_002)
+    agent = _RecordingSearch(rollout_policy=policy)
+    agent.seen = []
+    snapshots = [step.snapshot for step in play_lockstep(agent, VectorRhythmEnv("ood"), seeds, snapshots=True)]
+    picks = [(t, (t * 5) % len(seeds)) for t in range(0, STEPS_PER_EPISODE, 1 if policy == "heuristic" else 9)]
+    states = [snapshots[t].episode(i) for t, i in picks] + [snapshots[13]]  # one-episode states, then a batch
+    values = action_values_at(states, "v3", rollout_policy=policy)
+    assert values.shape == (len(picks) + len(seeds), len(ACTIONS))
+    for row, (t, i) in enumerate(picks):
+        assert np.array_equal(values[row], agent.seen[t][0][i])
+    assert np.array_equal(values[len(picks):], agent.seen[13][0])
+    mu, _ = posterior_along(snapshots[13].meters_history, snapshots[13].action_history, np.full(len(seeds), 13))
+    assert np.array_equal(mu, agent.seen[13][1])
+    assert np.array_equal(action_values_at(states, "v3", rollout_policy=policy), values)  # a pure function
+    assert not np.array_equal(action_values_at(states, "v2", rollout_policy=policy), values)
+    finished = VectorRhythmEnv("ood")
+    finished.reset(seeds)
+    for _ in range(STEPS_PER_EPISODE):
+        finished.step(np.zeros(len(seeds), dtype=np.int64))
+    with pytest.raises(ValueError, match="ends the week"):
+        action_values_at([finished.snapshot()])

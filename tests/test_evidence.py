@@ -15,8 +15,8 @@ from rhythm_core.data.sft_dataset import build_sft_dataset, dataset_format, evid
 from rhythm_core.env import VectorRhythmEnv
 from rhythm_core.env.spec import ACTIONS, BELIEF_DIMS, METERS, SLOTS, STEPS_PER_EPISODE
 from rhythm_core.protocol import parse_answer
-from rhythm_core.teacher.bayes import bayes_records
 from rhythm_core.teacher.evidence import MIN_FIT_EPISODES, ReadoutFitError, fit_evidence_readout
+from rhythm_core.teacher.offline import offline_records
 from rhythm_core.teacher.run import run_teacher
 from rhythm_core.teacher.settings import TeacherSettings
 from rhythm_core.teacher.trajectories import read_trajectories
@@ -42,7 +42,7 @@ def _play(agent, seeds):
 
 @pytest.fixture(scope="module")
 def teacher_weeks():
-    records = bayes_records(TeacherSettings(), "continuous", FIT)
+    records = offline_records(TeacherSettings(), "continuous", FIT)
     histories, _, _ = _play(BayesAgent(), FIT)
     return list(zip(records, histories))
 

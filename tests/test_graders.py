@@ -76,3 +76,24 @@ def test_v3_wellbeing_depends_on_the_persons_preferences(rollouts):
     assert not np.allclose(a, b)
     v2 = get_grader("v2")
     assert np.array_equal(v2.grade_batch(social)[1]["wellbeing"], v2.grade_batch(loner)[1]["wellbeing"])
+
+
+@pytest.mark.parametrize("name", list(GRADERS))
+@pytest.mark.parametrize("agent", ["random", "heuristic", "bayes"])
+def test_score_to_go_sums_to_the_grade_of_the_acting_components(name, agent, rollouts):
+    """The per-step score planners maximise is the grader's own: over a finished week it adds up to
+    the weighted non-belief components, for every person (their preferences included)."""
+    grader = get_grader(name)
+    episodes = rollouts(agent, count=200)
+    _, parts = grader.grade_batch(episodes)
+    acting = sum(w * parts[k] for k, w in grader.weights.items() if not k.startswith("belief"))
+    score = grader.score_to_go(episodes.factors)
+    m = episodes.meters
+    total = score.start(m[:, 0]) + sum(score.step(m[:, t - 1], m[:, t]) for t in range(1, m.shape[1]))
+    assert np.allclose(total, acting, rtol=0, atol=1e-12)
+    # rows of `take` are the people they name; a crash costs beyond the level it drops to
+    first = score.take(np.arange(5))
+    assert np.array_equal(score.take([3, 3]).level, score.level[[3, 3]])
+    crashed, above = m[:5, 1].copy(), m[:5, 1].copy()
+    crashed[:, 0], above[:, 0] = 0.0999, 0.1
+    assert np.allclose(first.state(above) - first.state(crashed), first.level[:, 0] * 1e-4 + first.crash)

@@ -104,16 +104,16 @@ def test_bayes_writes_one_line_per_seed_and_resume_only_adds_new_seeds(tmp_path)
 def test_bayes_chunks_played_in_worker_processes_write_the_same_file(tmp_path, monkeypatch):
     """Two forked workers play the chunks side by side; the file is byte for byte the one-process
     file (chunks written in seed order), and progress still comes one episode at a time."""
-    from rhythm_core.teacher import bayes as bayes_module
+    from rhythm_core.teacher import offline
 
     pools = []
-    forked_pool = bayes_module.forked_pool
+    forked_pool = offline.forked_pool
 
     def counted_pool(workers, *args, **kwargs):
         pools.append(workers)
         return forked_pool(workers, *args, **kwargs)
 
-    monkeypatch.setattr(bayes_module, "forked_pool", counted_pool)
+    monkeypatch.setattr(offline, "forked_pool", counted_pool)
     seen = []
     one = run_teacher(bayes(), COND, range(1000, 1013), tmp_path / "one.jsonl", chunk_size=4)
     assert pools == []  # one worker: played here
@@ -122,6 +122,39 @@ def test_bayes_chunks_played_in_worker_processes_write_the_same_file(tmp_path, m
     assert pools == [2]
     assert (tmp_path / "one.jsonl").read_bytes() == (tmp_path / "two.jsonl").read_bytes()
     assert (one.written, two.written, seen) == (13, 13, list(range(1000, 1013)))
+
+
+def test_search_backend_writes_records_that_train_a_student_like_the_bayesian_ones(tmp_path):
+    """The search teacher is a backend beside bayes: the same record and answer shape, its own
+    identity and play version, its reasoning naming the Monte-Carlo values it chose by."""
+    from rhythm_core.agents import SearchAgent
+    from rhythm_core.agents.rollout import rollout
+    from rhythm_core.data.sft_dataset import build_sft_dataset
+    from rhythm_core.teacher.offline import OFFLINE_AGENTS
+    from rhythm_core.teacher.settings import OFFLINE_MODELS
+
+    assert set(OFFLINE_AGENTS) == set(OFFLINE_MODELS)  # every offline backend plays an agent and names its version
+    seeds = range(1000, 1004)
+    search, plain = TeacherSettings(backend="search"), tmp_path / "bayes.jsonl"
+    result = run_teacher(search, COND, seeds, tmp_path / "search.jsonl", chunk_size=2)
+    run_teacher(bayes(), COND, seeds, plain)
+    assert (result.written, result.invalid_steps, result.cost_usd) == (4, 0, 0.0)
+    records, reference = check_file(tmp_path / "search.jsonl", seeds), read_trajectories(plain).records
+    played = rollout(SearchAgent(), COND, list(seeds))  # the records hold the search agent's own play
+    for record, ref, actions in zip(records, reference, played.actions):
+        assert record["teacher"] == {"backend": "search", "model": "search-mc-1", "id": "search"}
+        assert record["actions"] == [ACTIONS[a] for a in actions]
+        assert list(record) == list(ref) and list(record["steps"][0]) == list(ref["steps"][0])
+        for step, ref_step in zip(record["steps"], ref["steps"]):
+            answer = json.loads(step["raw_answer"])
+            assert list(answer) == list(json.loads(ref_step["raw_answer"]))  # reasoning, belief, action
+            assert step["parsed"]["valid"] and step["parsed"]["belief"] == record["beliefs"][step["step"]]
+            assert "Simulating the rest of the week 16 times" in answer["reasoning"]
+    # the work files of different teachers, or of another version of one teacher's play, never mix
+    assert len({search.play_key, bayes().play_key, "bayes"}) == 3
+    dataset = build_sft_dataset(records, validation_fraction=0.25, prompt_format="table", reasoning="full")
+    assert sum(split.num_rows for split in dataset.values()) == 4 * STEPS_PER_EPISODE  # one example per decision
+    assert set(dataset["train"]["teacher"]) == {"search"}
 
 
 def test_bayes_rejects_repeated_or_out_of_range_seeds(tmp_path):

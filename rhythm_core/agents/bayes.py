@@ -7,9 +7,11 @@ posterior is exactly a Kalman update per step. Meters that hit 0 or 1 (clipped) 
 change says nothing linear about the person. The teacher always uses the in-distribution prior, so
 on OOD profiles it is honestly mis-specified.
 
-Acting. The posterior-mean profile drives the same lookahead planner as the oracle, plus a bonus
-for the expected reduction of belief variance an action would bring (information seeking), which
-is largest early in the week.
+Acting. The posterior-mean profile drives the same lookahead planner as the oracle, scoring paths
+with the grader's own score-to-go (`grader`; None: the planner's older utility), plus a bonus for
+the expected reduction of belief variance an action would bring (information seeking), which is
+largest early in the week. The search teacher (search.py) keeps this inference and replaces the
+planner's values with Monte-Carlo ones.
 
 Reasoning. Each step's text is written from the numbers the update actually used: the observed
 anomaly, which factor it moved and by how much, the belief with its uncertainty, and why the
@@ -24,27 +26,76 @@ from ..env import BatchObservation, VectorRhythmEnv
 from ..env.dynamics import NOISE_SD, neutral_delta, profile_jacobian, profile_tensor
 from ..env.profiles import gaussian_prior
 from ..env.spec import ACTIONS, BELIEF_DIMS, BELIEF_WEIGHTS, FACTORS, METERS, SLOTS, STEPS_PER_EPISODE, true_belief
+from ..graders import get_grader
 from .base import Agent, Decision
 from .planner import action_values
 
 INFO_WEIGHT = 0.5
+PLAN_GRADER = "v3"  # the grade the teacher's planner maximises (the project's default grader)
 _W = BELIEF_WEIGHTS
+
+
+def kalman_update(mu, cov, before, actions, slot, after, anomaly):
+    """One exact update of the posterior (mu (N, 9) centred, cov (N, 9, 9)) from the step that took
+    `actions` in `slot` from meters `before` to `after` with `anomaly` (N, 5). Returns (mu, cov, gain,
+    innovation, usable): a clipped meter (or one whose neutral change would have been) is not used."""
+    h = profile_jacobian(actions, slot, before)
+    neutral_raw = before + neutral_delta(actions, slot, before)
+    usable = (after > 0.0) & (after < 1.0) & (neutral_raw >= 0.0) & (neutral_raw <= 1.0)
+    h = h * usable[:, :, None]
+    y = anomaly * usable
+    hs = h @ cov  # (N, 5, 9)
+    s = hs @ h.transpose(0, 2, 1) + NOISE_SD**2 * np.eye(len(METERS))
+    gain = np.linalg.solve(s, hs).transpose(0, 2, 1)  # (N, 9, 5)
+    innovation = y - np.einsum("njf,nf->nj", h, mu)
+    mu = mu + np.einsum("nfj,nj->nf", gain, innovation)
+    cov = cov - gain @ hs
+    cov = 0.5 * (cov + cov.transpose(0, 2, 1))
+    return mu, cov, gain, innovation, usable
+
+
+def prior(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The in-distribution prior for n people: centred mean (n, 9) and covariance (n, 9, 9)."""
+    mean, cov = gaussian_prior("continuous")
+    return np.zeros((n, len(FACTORS))) + (mean - 0.5), np.broadcast_to(cov, (n, *cov.shape)).copy()
+
+
+def posterior_factors(mu: np.ndarray) -> np.ndarray:
+    """The profile the teacher acts on: the posterior mean (centred `mu`), clipped to [0, 1]."""
+    return np.clip(mu + 0.5, 0.0, 1.0)
+
+
+def posterior_along(meters_history: np.ndarray, action_history: np.ndarray,
+                    steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The posterior (centred mean (N, 9), covariance (N, 9, 9)) after the first `steps[i]` steps of
+    each observed week (meters (N, >= max(steps) + 1, 5), actions (N, >= max(steps))): what
+    BayesAgent holds when it acts at that step, bit for bit. Weeks of different lengths are replayed
+    in one pass; a week keeps its posterior once its own steps are used up (entries past them are
+    ignored)."""
+    steps = np.asarray(steps, dtype=np.int64)
+    mu, cov = prior(len(steps))
+    for t in range(int(steps.max(initial=0))):
+        before, after, acts, slot = meters_history[:, t], meters_history[:, t + 1], action_history[:, t], t % len(SLOTS)
+        anomaly = after - np.clip(before + neutral_delta(acts, slot, before), 0.0, 1.0)  # as the env computes it
+        new_mu, new_cov, *_ = kalman_update(mu, cov, before, acts, slot, after, anomaly)
+        live = t < steps
+        mu, cov = np.where(live[:, None], new_mu, mu), np.where(live[:, None, None], new_cov, cov)
+    return mu, cov
 
 
 class BayesAgent(Agent):
     name = "bayes"
     emits_belief = True
 
-    def __init__(self, explain: bool = False, info_weight: float = INFO_WEIGHT):
+    def __init__(self, explain: bool = False, info_weight: float = INFO_WEIGHT, grader: str | None = PLAN_GRADER):
         self.explain = explain
         self.info_weight = info_weight
+        self.grader = None if grader is None else get_grader(grader)
 
     def reset(self, env: VectorRhythmEnv) -> None:
         super().reset(env)
         n = env.num_envs
-        mean, cov = gaussian_prior("continuous")
-        self.mu = np.zeros((n, len(FACTORS))) + (mean - 0.5)
-        self.cov = np.broadcast_to(cov, (n, *cov.shape)).copy()
+        self.mu, self.cov = prior(n)
         self._prev_meters = None
         self._prev_action = None
         self._moved: list[str] = [""] * n
@@ -53,25 +104,14 @@ class BayesAgent(Agent):
     def _update(self, obs: BatchObservation) -> None:
         if obs.step == 0 or self._prev_meters is None:
             return
-        before, acts, slot = self._prev_meters, self._prev_action, (obs.step - 1) % len(SLOTS)
-        h = profile_jacobian(acts, slot, before)
-        neutral_raw = before + neutral_delta(acts, slot, before)
-        usable = (obs.meters > 0.0) & (obs.meters < 1.0) & (neutral_raw >= 0.0) & (neutral_raw <= 1.0)
-        h = h * usable[:, :, None]
-        y = obs.anomaly * usable
-        hs = h @ self.cov  # (N, 5, 9)
-        s = hs @ h.transpose(0, 2, 1) + NOISE_SD**2 * np.eye(len(METERS))
-        gain = np.linalg.solve(s, hs).transpose(0, 2, 1)  # (N, 9, 5)
-        innovation = y - np.einsum("njf,nf->nj", h, self.mu)
-        old_mu = self.mu
-        self.mu = self.mu + np.einsum("nfj,nj->nf", gain, innovation)
-        self.cov = self.cov - gain @ hs
-        self.cov = 0.5 * (self.cov + self.cov.transpose(0, 2, 1))
+        acts, old_mu = self._prev_action, self.mu
+        self.mu, self.cov, gain, innovation, usable = kalman_update(
+            self.mu, self.cov, self._prev_meters, acts, (obs.step - 1) % len(SLOTS), obs.meters, obs.anomaly)
         if self.explain:
             self._moved = _describe_update(acts, obs.anomaly, usable, gain, innovation, old_mu, self.mu)
 
     def factor_estimate(self) -> np.ndarray:
-        return np.clip(self.mu + 0.5, 0.0, 1.0)
+        return posterior_factors(self.mu)
 
     def belief(self) -> tuple[np.ndarray, np.ndarray]:
         """Posterior mean belief (N, 3) and its standard deviation (N, 3)."""
@@ -90,10 +130,14 @@ class BayesAgent(Agent):
         return reduction.reshape(n, a)
 
     # ---- acting -----------------------------------------------------------------------------
+    def plan(self, obs: BatchObservation, factors: np.ndarray) -> np.ndarray:
+        """What each action is worth (N, 10) to people with profiles `factors`, before the bonus."""
+        score = None if self.grader is None else self.grader.score_to_go(factors)
+        return action_values(profile_tensor(factors), obs.meters, obs.step, factors, score=score)
+
     def act(self, obs: BatchObservation) -> Decision:
         self._update(obs)
-        factors = self.factor_estimate()
-        values = action_values(profile_tensor(factors), obs.meters, obs.step, factors)
+        values = self.plan(obs, self.factor_estimate())
         remaining = (STEPS_PER_EPISODE - obs.step) / STEPS_PER_EPISODE
         info = self.information_gain(obs.meters, obs.slot)
         total = values + self.info_weight * remaining * info
@@ -101,13 +145,14 @@ class BayesAgent(Agent):
         belief, sd = self.belief()
         reasoning = None
         if self.explain:
-            reasoning = [
-                _reasoning(obs, n, self._moved[n], belief[n], sd[n], actions[n], values[n], info[n])
-                for n in range(len(obs))
-            ]
+            reasoning = [self.explain_choice(obs, n, belief[n], sd[n], actions[n], values[n]) for n in range(len(obs))]
         self._prev_meters = obs.meters.copy()
         self._prev_action = actions
         return Decision(actions=actions, beliefs=belief, reasoning=reasoning)
+
+    def explain_choice(self, obs, n, belief, sd, action, values) -> str:
+        """Episode n's text: what this step's evidence moved, the belief, and why `action` won."""
+        return " ".join([*inference_text(obs, self._moved[n], belief, sd), _why_planned(action, values)])
 
     def observe_actions(self, actions: np.ndarray) -> None:
         """The actions really taken after the last `act` when someone else acted (a student plays,
@@ -131,20 +176,18 @@ def _describe_update(acts, anomaly, usable, gain, innovation, old_mu, new_mu) ->
     return texts
 
 
-def _reasoning(obs, n, moved, belief, sd, action, values, info) -> str:
-    day, slot = obs.step // len(SLOTS) + 1, SLOTS[obs.slot]
-    parts = [f"Day {day} {slot}."]
+def inference_text(obs, moved, belief, sd) -> list[str]:
+    """The day, what this step's evidence moved (if anything) and the belief with its uncertainty."""
+    parts = [f"Day {obs.step // len(SLOTS) + 1} {SLOTS[obs.slot]}."]
     if moved:
         parts.append(moved)
-    parts.append(
-        "Belief: " + ", ".join(f"{d} {b:.2f}±{s:.2f}" for d, b, s in zip(BELIEF_DIMS, belief, sd)) + "."
-    )
+    parts.append("Belief: " + ", ".join(f"{d} {b:.2f}±{s:.2f}" for d, b, s in zip(BELIEF_DIMS, belief, sd)) + ".")
+    return parts
+
+
+def _why_planned(action, values) -> str:
     best_value = int(np.argmax(values))
     if action == best_value:
-        parts.append(f"{ACTIONS[action]} has the best expected value for this person right now.")
-    else:
-        parts.append(
-            f"{ACTIONS[action]} is close in value to {ACTIONS[best_value]} "
-            f"({values[action] - values[best_value]:+.3f}) and tells me more about them."
-        )
-    return " ".join(parts)
+        return f"{ACTIONS[action]} has the best expected value for this person right now."
+    return (f"{ACTIONS[action]} is close in value to {ACTIONS[best_value]} "
+            f"({values[action] - values[best_value]:+.3f}) and tells me more about them.")

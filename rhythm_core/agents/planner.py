@@ -1,18 +1,25 @@
 """Model-based lookahead shared by the oracle (true profile) and the Bayesian teacher (posterior mean).
 
 For every candidate action the planner simulates the expected (noise-free) transition under a
-profile, then follows the heuristic for the rest of the horizon, and scores the path with the
-person's preferences: preference-weighted wellbeing each step, progress made, a soft crash
-penalty, and a terminal value for the state left behind. This is a rollout policy over the
-heuristic, so with a correct profile it is never worse than the heuristic in expectation.
+profile, then follows the heuristic for the rest of the horizon, and scores the path, plus a
+terminal value for the state left behind (held for the rest of the week). This is a rollout policy
+over the heuristic, so with a correct profile it is never worse than the heuristic in expectation.
+
+Two path scores. Given a grader's `ScoreToGo` (graders/base.py), the path earns exactly what the
+grader would give those meters: the teacher optimises the grade it is judged by. Without one, the
+planner's own utility (the teacher's before 2026-11-26, still the oracle's): preference-weighted
+wellbeing each step, progress made at ~0.30 a unit, and a soft crash penalty.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..env.dynamics import expected_delta
 from ..env.spec import ACTIONS, FACTOR_INDEX, SLOTS, STEPS_PER_EPISODE
+from ..graders.base import ScoreToGo
 from ..graders.v3 import preference_weights
 from .simple import heuristic_actions
 
@@ -36,27 +43,44 @@ def _soft_crash(meters: np.ndarray) -> np.ndarray:
     return np.clip((0.15 - meters) / 0.05, 0.0, 1.0).max(axis=1)
 
 
+@dataclass(frozen=True)
+class _OwnUtility:
+    """The planner's own utility, in ScoreToGo's shape (`take`, `step`, `state`) so both scores share one loop."""
+
+    w: np.ndarray  # (N, 5) wellbeing weights, progress zeroed
+    progress: np.ndarray  # (N,) what a unit of progress made is worth
+
+    def take(self, index) -> _OwnUtility:
+        return _OwnUtility(self.w[index], self.progress[index])
+
+    def state(self, meters: np.ndarray) -> np.ndarray:
+        return _WELLBEING_PER_STEP * (meters * self.w).sum(axis=1) - _CRASH_PER_STEP * _soft_crash(meters)
+
+    def step(self, before: np.ndarray, after: np.ndarray) -> np.ndarray:
+        return self.state(after) + self.progress * (after[:, 2] - before[:, 2])
+
+
 def action_values(tensor: np.ndarray, meters: np.ndarray, step: int, factors: np.ndarray,
-                  horizon: int = HORIZON) -> np.ndarray:
-    """Expected value of each action (N, 10) from `meters` (N, 5) at `step`, for profiles `factors`
-    (N, 9) whose transition models are `tensor` (dynamics.profile_tensor(factors))."""
-    n = meters.shape[0]
-    w, progress_w = utility_weights(factors)
-    idx = np.repeat(np.arange(n), _A)
-    w, progress_w = w[idx], progress_w[idx]
+                  horizon: int = HORIZON, score: ScoreToGo | None = None,
+                  owner: np.ndarray | None = None) -> np.ndarray:
+    """Expected value of each action (M, 10) from `meters` (M, 5) at `step`, for profiles `factors`
+    (N, 9) whose transition models are `tensor` (dynamics.profile_tensor(factors)). `score`: the
+    grader's score for those N people (None: the planner's own utility). `owner` (M,): the person
+    each row of `meters` is (default: row m is person m), so many states of one person share a tensor."""
+    m_rows = meters.shape[0]
+    person = np.arange(m_rows) if owner is None else owner
+    idx = np.repeat(person, _A)
+    utility = (_OwnUtility(*utility_weights(factors)) if score is None else score).take(idx)
     m = np.repeat(meters, _A, axis=0)
-    acts = np.tile(np.arange(_A), n)
-    value = np.zeros(n * _A)
+    acts = np.tile(np.arange(_A), m_rows)
+    value = np.zeros(m_rows * _A)
     last = min(step + horizon, STEPS_PER_EPISODE)
     for t in range(step, last):
         slot = t % len(SLOTS)
         if t > step:
             acts = heuristic_actions(m, slot)
         nxt = np.clip(m + expected_delta(tensor[idx, acts, slot], m), 0.0, 1.0)
-        value += _WELLBEING_PER_STEP * (nxt * w).sum(axis=1)
-        value += progress_w * (nxt[:, 2] - m[:, 2])
-        value -= _CRASH_PER_STEP * _soft_crash(nxt)
+        value += utility.step(m, nxt)
         m = nxt
-    remaining = STEPS_PER_EPISODE - last  # the state left behind is valued for the rest of the week
-    value += remaining * (_WELLBEING_PER_STEP * (m * w).sum(axis=1) - _CRASH_PER_STEP * _soft_crash(m))
-    return value.reshape(n, _A)
+    value += (STEPS_PER_EPISODE - last) * utility.state(m)  # the state left behind, for the rest of the week
+    return value.reshape(m_rows, _A)

@@ -38,7 +38,7 @@ def teacher_identity(settings: TeacherSettings) -> dict:
 
 
 def work_file(root, settings: TeacherSettings, condition: str, seeds_spec: str) -> Path:
-    key = f"{EVALUATION_PURPOSE}|{settings.teacher_id}|{condition}|{seeds_spec}|{ENV_VERSION}"
+    key = f"{EVALUATION_PURPOSE}|{settings.play_key}|{condition}|{seeds_spec}|{ENV_VERSION}"
     return Path(root) / "eval_teacher" / "work" / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsonl"
 
 

@@ -5,7 +5,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..env.episode import EpisodeBatch
-from .base import Grader, crash_avoidance, final_progress, wellbeing
+from ..env.spec import METERS, STEPS_PER_EPISODE
+from .base import WELLBEING_METERS, Grader, ScoreToGo, crash_avoidance, final_progress, per_step_score, wellbeing
+
+# `wellbeing` per step: a 28th of the mean of its four meters
+_WELLBEING_LEVEL = np.isin(np.arange(len(METERS)), WELLBEING_METERS) / (len(WELLBEING_METERS) * STEPS_PER_EPISODE)
 
 
 class GraderV2(Grader):
@@ -21,3 +25,7 @@ class GraderV2(Grader):
             # An agent that states no belief earns nothing here.
             "belief_accuracy": np.where(np.isnan(mae), 0.0, 1.0 - np.nan_to_num(mae)),
         }
+
+    def score_to_go(self, factors: np.ndarray) -> ScoreToGo:
+        level = np.broadcast_to(self.weights["wellbeing"] * _WELLBEING_LEVEL, (len(factors), len(METERS)))
+        return per_step_score(level, self.weights, "progress", "crash_avoidance")

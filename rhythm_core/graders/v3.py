@@ -14,8 +14,8 @@ import numpy as np
 
 from ..env.episode import EpisodeBatch
 from ..env.profiles import prior_stats
-from ..env.spec import FACTOR_INDEX
-from .base import Grader, crash_avoidance, final_progress
+from ..env.spec import FACTOR_INDEX, STEPS_PER_EPISODE
+from .base import Grader, ScoreToGo, crash_avoidance, final_progress, per_step_score
 
 
 def preference_weights(factors: np.ndarray) -> np.ndarray:
@@ -48,3 +48,7 @@ class GraderV3(Grader):
             "crash_avoidance": crash_avoidance(episodes.meters),
             "belief_skill": np.where(np.isnan(mae), 0.0, 1.0 - np.nan_to_num(mae) / prior_mae),
         }
+
+    def score_to_go(self, factors: np.ndarray) -> ScoreToGo:
+        level = self.weights["preference_wellbeing"] / STEPS_PER_EPISODE * preference_weights(factors)
+        return per_step_score(level, self.weights, "progress", "crash_avoidance")

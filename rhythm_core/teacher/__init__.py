@@ -3,7 +3,8 @@
 - `run`: the public entry `run_teacher` — plays every seed not yet in a JSONL file, appends each
   finished episode, resumes, and returns counts, tokens and cost (`TeacherRunResult`);
 - `settings`: `TeacherSettings` (backend, endpoint, budget, prices) and the reasoning-model rule;
-- `bayes`: the Bayesian teacher (offline, free), played in lockstep, chunks side by side in worker processes;
+- `offline`: the offline teachers (free: the Bayesian `bayes` and the search `search`), played in
+  lockstep, chunks side by side in worker processes;
 - `openai_client`: an OpenAI-compatible chat model (paid): client, retries, request-shape learning;
 - `budget`: usage counters and totals, and the cost guard (`CostBudget`);
 - `records`: the step and episode records every teacher and the evaluation rollouts write;

@@ -2,8 +2,8 @@
 file and appends each complete episode as it finishes, so a crash loses only the episodes in flight,
 a restart resumes, no seed is written twice, and a cost guard stops before overspending.
 
-The Bayesian teacher (offline, free; `bayes`) plays chunks of seeds in lockstep, in `workers`
-processes side by side; an OpenAI-compatible model (paid; `openai_client`) plays episodes
+An offline teacher (free; the Bayesian `bayes` or the search `search`: `offline`) plays chunks of
+seeds in lockstep, in `workers` processes side by side; an OpenAI-compatible model (paid; `openai_client`) plays episodes
 concurrently, each admitted by the cost guard (`budget`) only if it can finish under `max_cost_usd`.
 Who the teacher is: `settings`; what a record holds: `records` and `trajectories`.
 """
@@ -19,8 +19,8 @@ from pathlib import Path
 from ..artifacts import StageIncomplete
 from ..env.conditions import check_seed
 from ..env.spec import STEPS_PER_EPISODE
-from .bayes import bayes_chunks
 from .budget import BudgetExceeded, CostBudget, usage_totals
+from .offline import offline_chunks
 from .openai_client import OpenAIRunner, TeacherRequestError, TeacherRequestRejected, make_client
 from .settings import TeacherSettings
 from .trajectories import TrajectoryWriter
@@ -141,7 +141,7 @@ def run_teacher(
 
     `client` injects an OpenAI-compatible async client (tests); by default one is built from the
     settings. `purpose` is stamped on every record when set ("evaluation" for the teacher's play on
-    evaluation seeds, which the SFT dataset refuses). `workers`: processes the Bayesian teacher
+    evaluation seeds, which the SFT dataset refuses). `workers`: processes an offline teacher
     plays its chunks in (the file is the same for any count). Returns counts, tokens, cost and what
     stopped the run, if anything. A request the endpoint rejects for good raises TeacherRequestRejected
     (episodes already written stay in the file).
@@ -160,9 +160,9 @@ def run_teacher(
         if skipped:
             log(f"{out_path}: resuming, {skipped} of {len(seeds)} episodes already written")
         written: list[dict] = []
-        if settings.backend == "bayes":
+        if settings.offline:
             state = {"stopped": None, "failed": [], "requests": 0, "retries": 0, "cost_usd": 0.0, "request_shape": None}
-            for records in bayes_chunks(settings, condition, todo, chunk_size=chunk_size, workers=workers,
+            for records in offline_chunks(settings, condition, todo, chunk_size=chunk_size, workers=workers,
                                         purpose=purpose):
                 writer.write_many(records)  # a chunk is seconds of free work: one fsync for all of it
                 written.extend(records)

@@ -21,7 +21,12 @@ from ..protocol import PROMPT_FORMATS
 class MissingAPIKey(UserError, ValueError):
     """A paid teacher backend was asked for without its API key."""
 
-BAYES_MODEL = "bayes-kalman-1"
+# The offline teachers (free, played in lockstep: teacher/offline.py) and the version of each one's
+# play, recorded as its model: a new version of a teacher's play gets a new name, so its records
+# say which play they hold and an earlier version's work file is never resumed (`play_key`).
+# bayes-kalman-2: the planner scores paths with grader v3's score-to-go (2026-11-26).
+OFFLINE_MODELS = {"bayes": "bayes-kalman-2", "search": "search-mc-1"}
+BACKENDS = (*OFFLINE_MODELS, "openai", "azure")
 
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high")
 STRUCTURED_OUTPUT_MODES = ("auto", "on", "off")
@@ -49,7 +54,7 @@ class TeacherSettings:
     protocol for the run if the endpoint answers 400 to it; "on" requires it; "off" never asks.
     """
 
-    backend: str = "bayes"  # bayes | openai | azure
+    backend: str = "bayes"  # bayes | search (offline) | openai | azure
     model: str = ""
     base_url: str | None = None  # OpenAI-compatible endpoint (openai backend)
     api_key: str | None = field(default=None, repr=False)
@@ -75,9 +80,9 @@ class TeacherSettings:
     max_cost_usd: float | None = None
 
     def __post_init__(self):
-        if self.backend not in ("bayes", "openai", "azure"):
-            raise ValueError(f"unknown teacher backend {self.backend!r}; allowed: bayes, openai, azure")
-        if self.backend != "bayes" and not self.model:
+        if self.backend not in BACKENDS:
+            raise ValueError(f"unknown teacher backend {self.backend!r}; allowed: {', '.join(BACKENDS)}")
+        if not self.offline and not self.model:
             raise ValueError(f"the {self.backend} teacher backend needs a model name")
         if self.concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")
@@ -111,6 +116,11 @@ class TeacherSettings:
                 raise ValueError(f"{name} must be a finite number >= 0, got {value}")
 
     @property
+    def offline(self) -> bool:
+        """An offline teacher (an agent of this package, free) rather than a model behind an endpoint."""
+        return self.backend in OFFLINE_MODELS
+
+    @property
     def local_endpoint(self) -> bool:
         """Whether the endpoint is a server on this machine (vLLM, a test server), which may need no key."""
         host = urlparse(self.base_url).hostname if self.base_url else None
@@ -118,14 +128,14 @@ class TeacherSettings:
 
     def check_credentials(self) -> None:
         """Refuse a paid backend without its key before any request, naming the variable to set."""
-        if self.backend != "bayes" and not self.api_key and not self.local_endpoint:
+        if not self.offline and not self.api_key and not self.local_endpoint:
             where = self.azure_endpoint if self.backend == "azure" else (self.base_url or "https://api.openai.com/v1")
             raise MissingAPIKey(f"the {self.backend} teacher at {where} needs an API key: set {self.api_key_env} "
                                 "(or name another variable with --api-key-env)")
 
     @property
     def reasoning_model(self) -> bool:
-        return self.backend != "bayes" and is_reasoning_model(self.model)
+        return not self.offline and is_reasoning_model(self.model)
 
     @property
     def completion_budget(self) -> int:
@@ -139,9 +149,15 @@ class TeacherSettings:
 
     @property
     def teacher_id(self) -> str:
-        return "bayes" if self.backend == "bayes" else f"{self.backend}:{self.model}"
+        return self.backend if self.offline else f"{self.backend}:{self.model}"
+
+    @property
+    def play_key(self) -> str:
+        """What decides the episodes this teacher plays, for the keys of resumable work files: an
+        offline teacher's id and play version (a new version starts a new file), a model's id."""
+        return f"{self.teacher_id}:{OFFLINE_MODELS[self.backend]}" if self.offline else self.teacher_id
 
     def describe(self) -> dict:
         """The teacher's identity for records and metadata (no secret)."""
-        model = BAYES_MODEL if self.backend == "bayes" else self.model
+        model = OFFLINE_MODELS[self.backend] if self.offline else self.model
         return {"backend": self.backend, "model": model, "id": self.teacher_id}

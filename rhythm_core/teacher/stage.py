@@ -23,7 +23,7 @@ from .trajectories import read_trajectories, to_episode_batch
 def teacher_stage(settings: TeacherSettings, condition: str, seeds_spec: str, root, *, grader: str = "v3",
                   log: Callable[[str], None] | None = None, client=None, workers: int | None = None) -> dict:
     """Play the teacher on the training seeds and publish the episodes sorted by seed. `workers`:
-    processes the Bayesian teacher plays in (default: the cores this process may use).
+    processes an offline teacher plays in (default: the cores this process may use).
 
     Episodes accumulate in `<root>/teacher_trajectories/work/<key>.jsonl` (key = teacher, condition,
     seeds), so an interrupted or over-budget run resumes where it stopped on the next attempt.
@@ -31,7 +31,7 @@ def teacher_stage(settings: TeacherSettings, condition: str, seeds_spec: str, ro
     seeds = parse_seeds(seeds_spec)
     check_training_seeds(condition, seeds)
     stage_root = Path(root) / "teacher_trajectories"
-    key = hashlib.sha256(f"{settings.teacher_id}|{condition}|{seeds_spec}|{ENV_VERSION}".encode()).hexdigest()[:16]
+    key = hashlib.sha256(f"{settings.play_key}|{condition}|{seeds_spec}|{ENV_VERSION}".encode()).hexdigest()[:16]
     work = stage_root / "work" / f"{key}.jsonl"
     result = run_teacher(settings, condition, seeds, work, log=log, client=client,
                          workers=available_cores() if workers is None else workers)
