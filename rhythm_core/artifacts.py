@@ -1,7 +1,8 @@
 """Writing artifacts: atomic writes (a crash leaves the previous version intact, never a half-written
 file), the one JSONL serialization every trajectory file uses (`jsonl_line`, `write_jsonl`),
-staging and publishing a stage's directory under its content hash, and `StageIncomplete`, raised by
-a stage that stopped early with its work kept for a re-run.
+staging and publishing a stage's directory under its content hash, the record of a published
+directory's files that every reader checks (`verify_artifact`), and `StageIncomplete`, raised by a
+stage that stopped early with its work kept for a re-run.
 """
 
 from __future__ import annotations
@@ -10,11 +11,13 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-from .outputs import replaceable
+from .errors import UserError
+from .outputs import FILES_MANIFEST, artifact_root, replaceable
 
 
 class StageIncomplete(RuntimeError):
@@ -91,11 +94,52 @@ def sha256_dir(path) -> str:
     return digest.hexdigest()
 
 
+# A staging folder's name says who made it: `.staging-<host>-<pid>-<random>`, so a later run on the
+# same host can tell a dead run's leftover (removed) from a live run's work (kept).
+STAGING_PREFIX = ".staging-"
+
+
+def _owner() -> str:
+    return f"{socket.gethostname().replace('-', '_')}-{os.getpid()}"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    return True
+
+
+def remove_stale_staging(parent) -> list[Path]:
+    """Remove the staging and replaced-version folders in `parent` that a process on this host left
+    when it was killed (its pid is gone), and those of older releases, whose names carry no owner.
+    Returns what was removed."""
+    parent, host = Path(parent), socket.gethostname().replace("-", "_")
+    removed = []
+    for leftover in parent.glob(".*-*"):
+        if not leftover.is_dir() or not leftover.name.startswith((STAGING_PREFIX, ".old-")):
+            continue
+        parts = leftover.name.split("-")
+        if leftover.name.startswith(STAGING_PREFIX) and len(parts) >= 4:  # .staging-<host>-<pid>-<random>
+            if parts[1] != host or not parts[2].isdigit() or _pid_alive(int(parts[2])):
+                continue
+        elif leftover.name.startswith(".old-") and parts[-1].isdigit() and _pid_alive(int(parts[-1])):
+            continue  # publish_dir's previous version, being swapped out right now
+        shutil.rmtree(leftover, ignore_errors=True)
+        removed.append(leftover)
+    return removed
+
+
 def staging_dir(final_parent) -> Path:
-    """A fresh temporary directory beside where an artifact will be published (same filesystem)."""
+    """A fresh temporary directory beside where an artifact will be published (same filesystem),
+    after removing what killed runs left there."""
     parent = Path(final_parent)
     parent.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(dir=parent, prefix=".staging-"))
+    remove_stale_staging(parent)
+    return Path(tempfile.mkdtemp(dir=parent, prefix=f"{STAGING_PREFIX}{_owner()}-"))
 
 
 def _missing_ancestors(path: Path) -> list[Path]:
@@ -126,12 +170,15 @@ def staging(final_parent):
         raise
 
 
-def publish_dir(staged, final, *, kind: str, overwrite: bool = False) -> Path:
-    """Move a fully written staging directory to `final` in one rename. An existing `final` is
-    replaced only now, after the new version is complete (the old one is removed last), and only
-    when it is a `kind` artifact, empty, or `overwrite` is set (`outputs.replaceable`)."""
+def publish_dir(staged, final, *, kind: str, overwrite: bool = False, published: bool = False) -> Path:
+    """Move a fully written staging directory to `final` in one rename, with the record of its files
+    (`FILES_MANIFEST`) that readers check. An existing `final` is replaced only now, after the new
+    version is complete (the old one is removed last), and only when it is a `kind` artifact, empty,
+    or `overwrite` is set (`outputs.replaceable`). `published`: `final` is a content-hashed version
+    in a stage folder, which nothing may write into or replace with other content."""
     staged, final = Path(staged), Path(final)
     replaceable(final, kind, overwrite=overwrite)
+    write_files_manifest(staged, kind, published=published)
     final.parent.mkdir(parents=True, exist_ok=True)
     if final.exists():
         old = final.with_name(f".old-{final.name}-{os.getpid()}")
@@ -145,6 +192,65 @@ def publish_dir(staged, final, *, kind: str, overwrite: bool = False) -> Path:
     else:
         os.replace(staged, final)
     return final
+
+
+# ---------------------------------------------------------------------------------------------
+# the record of a published directory's files
+class ArtifactChanged(UserError, RuntimeError):
+    """A published artifact whose files are not the ones it was published with."""
+
+
+def _file_hashes(root: Path) -> dict[str, str]:
+    return {str(f.relative_to(root)): sha256_file(f) for f in sorted(root.rglob("*"))
+            if f.is_file() and f.name != FILES_MANIFEST}
+
+
+def _digest(files: dict[str, str]) -> str:
+    return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def write_files_manifest(directory, kind: str, *, published: bool) -> str:
+    """Record every file of `directory` with its sha256 in `FILES_MANIFEST`; returns the record's
+    digest (what a materialization records as `files_digest`)."""
+    files = _file_hashes(Path(directory))
+    record = {"kind": kind, "published": published, "files": files, "digest": _digest(files)}
+    atomic_write_json(Path(directory) / FILES_MANIFEST, record)
+    return record["digest"]
+
+
+def files_digest(path) -> str | None:
+    """The recorded digest of the artifact `path` is or lies in; None outside any artifact."""
+    root = artifact_root(path)
+    return json.loads((root / FILES_MANIFEST).read_text())["digest"] if root else None
+
+
+def verify_artifact(path, expected_digest: str | None = None) -> str | None:
+    """Check that the artifact `path` is or lies in holds exactly the files it was published with,
+    and, given `expected_digest` (what its materialization recorded), that its record is that one.
+    Raises ArtifactChanged naming the file and both hashes; returns the digest (None outside any
+    artifact, when nothing was expected)."""
+    root = artifact_root(path)
+    if root is None:
+        if expected_digest:
+            raise ArtifactChanged(f"{path}: the artifact's record of its files ({FILES_MANIFEST}) is missing; "
+                                  f"its materialization recorded files digest {expected_digest}")
+        return None
+    record = json.loads((root / FILES_MANIFEST).read_text())
+    if expected_digest and record.get("digest") != expected_digest:
+        raise ArtifactChanged(f"{root / FILES_MANIFEST}: files digest {record.get('digest')}, but its "
+                              f"materialization recorded {expected_digest}: the artifact was replaced")
+    recorded, found = record["files"], _file_hashes(root)
+    for name in sorted(set(recorded) | set(found)):
+        if name not in found:
+            raise ArtifactChanged(f"{root / name}: missing from the published artifact {root} "
+                                  f"(recorded sha256 {recorded[name]})")
+        if name not in recorded:
+            raise ArtifactChanged(f"{root / name}: added to the published artifact {root} after it was published "
+                                  f"(sha256 {found[name]}, not in its record)")
+        if found[name] != recorded[name]:
+            raise ArtifactChanged(f"{root / name}: changed after it was published: sha256 {found[name]}, "
+                                  f"recorded {recorded[name]} (artifact {root})")
+    return record["digest"]
 
 
 def rebase_paths(result: dict, old_dir, new_dir) -> dict:

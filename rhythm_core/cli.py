@@ -444,6 +444,7 @@ def _fail(command: str, exc: BaseException, debug: bool) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     from .artifacts import StageIncomplete
+    from .forked import sigterm_interrupts
 
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
@@ -451,26 +452,27 @@ def main(argv: list[str] | None = None) -> int:
         return _plugin_commands()[argv[0]].load()(argv[1:])  # its own parser reads every argument
     args = parser.parse_args(argv)
     debug = args.debug or os.environ.get("RHYTHM_DEBUG", "") not in ("", "0")
-    try:
-        if args.check is not None:
-            try:
-                args.check(args)
-            except UserError:
-                raise
-            except (ValueError, OSError) as exc:  # the checks raise these for a bad argument, never for a bug
-                raise BadInput(str(exc)) from exc
-        return args.func(args)
-    except UserError as exc:
-        return _fail(args.command, exc, debug)
-    except StageIncomplete as exc:  # stopped early, its work kept for a re-run
-        _fail(args.command, exc, debug)
-        return 1
-    except KeyboardInterrupt:
-        print(f"rhythm {args.command}: interrupted; what was finished is kept", file=sys.stderr)
-        return 130
-    except BrokenPipeError:  # `rhythm baselines | head -1`: the reader is gone, nothing left to say
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 141
+    with sigterm_interrupts():  # a `kill` cleans up as Ctrl-C does: no staging folder or worker left
+        try:
+            if args.check is not None:
+                try:
+                    args.check(args)
+                except UserError:
+                    raise
+                except (ValueError, OSError) as exc:  # the checks raise these for a bad argument, never for a bug
+                    raise BadInput(str(exc)) from exc
+            return args.func(args)
+        except UserError as exc:
+            return _fail(args.command, exc, debug)
+        except StageIncomplete as exc:  # stopped early, its work kept for a re-run
+            _fail(args.command, exc, debug)
+            return 1
+        except KeyboardInterrupt:
+            print(f"rhythm {args.command}: interrupted; what was finished is kept", file=sys.stderr)
+            return 130
+        except BrokenPipeError:  # `rhythm baselines | head -1`: the reader is gone, nothing left to say
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 141
 
 
 if __name__ == "__main__":

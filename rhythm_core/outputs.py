@@ -2,8 +2,9 @@
 
 One rule for every output: an existing output is replaced only when it is an artifact of the same
 kind (it holds that kind's own marker file) or the user asked for it (`overwrite`, the CLI's
-`--overwrite`); an output that is, contains or lies inside an input is refused; a path whose folder
-does not exist is refused (a command creates only the output itself, and the stage folders under an
+`--overwrite`); nothing is written into an artifact, and a published one (a content-hashed version in
+a stage folder, such as an instance's) is never replaced; an output that is, contains or lies inside
+an input is refused; a path whose folder does not exist is refused (a command creates only the output itself, and the stage folders under an
 output root). `artifacts.publish_dir` applies the same rule when it renames a finished artifact into
 place, so a stage that reaches a path the checks did not see still never removes a stranger's files.
 """
@@ -16,6 +17,8 @@ from pathlib import Path
 
 from .errors import BadInput, UserError
 
+# Every published directory's record of its files (artifacts.write_files_manifest).
+FILES_MANIFEST = ".rhythm-files.json"
 # The file each kind of published directory holds, which marks it as ours to replace.
 MARKERS = {
     "sft_dataset": "provenance.json",
@@ -29,6 +32,32 @@ MARKERS = {
 
 class OutputRefused(UserError, ValueError):
     """An output path that would lose data or cannot be written; the message names the argument."""
+
+
+def artifact_root(path) -> Path | None:
+    """The artifact directory `path` is or lies in: the nearest one holding `FILES_MANIFEST`."""
+    path = Path(path).absolute()
+    for folder in (path, *path.parents):
+        if (folder / FILES_MANIFEST).is_file():
+            return folder
+    return None
+
+
+def _check_not_in_artifact(path: Path, arg: str, *, replaced_whole: bool) -> None:
+    """Refuse a path inside an artifact (its files are recorded: a write would change it under its
+    version), or one that is a published artifact itself; an output replaced `whole` may be an
+    earlier unpublished one (a command's own `--out`)."""
+    import json
+
+    root = artifact_root(path)
+    if root is None:
+        return
+    record = json.loads((root / FILES_MANIFEST).read_text())
+    if root == path.absolute() and replaced_whole and not record.get("published"):
+        return
+    where = "is" if root == path.absolute() else "lies inside"
+    raise OutputRefused(f"{arg} {path} {where} the published {record.get('kind', 'artifact')} {root}: published "
+                        "artifacts never change (their files are recorded under their version); write to another path")
 
 
 def is_artifact(path, kind: str) -> bool:
@@ -80,6 +109,7 @@ def check_output_dir(path, kind: str, *, arg: str = "--out", inputs: Iterable[tu
     """A folder output that one artifact of `kind` will replace as a whole (`rhythm dataset --out`)."""
     path = Path(path)
     _check_inputs(path, arg, inputs)
+    _check_not_in_artifact(path, arg, replaced_whole=True)
     _check_parent(path, arg)
     replaceable(path, kind, overwrite=overwrite, arg=arg)
     return path
@@ -90,6 +120,7 @@ def check_output_root(path, *, arg: str = "--out", inputs: Iterable[tuple[str, o
     folder keeps everything that is not a stage folder of the same name, so it may hold the inputs."""
     path = Path(path)
     _check_inputs(path, arg, inputs, whole=False)
+    _check_not_in_artifact(path, arg, replaced_whole=False)
     _check_parent(path, arg)
     if path.exists() and not path.is_dir():
         raise OutputRefused(f"{arg} {path} is a file, not a folder; give a folder the results go under")
@@ -103,6 +134,7 @@ def check_output_file(path, *, arg: str = "--out", inputs: Iterable[tuple[str, o
     an existing file may be extended is the command's own check (a teacher file's purpose)."""
     path = Path(path)
     _check_inputs(path, arg, inputs)
+    _check_not_in_artifact(path, arg, replaced_whole=False)
     if path.is_dir():
         raise OutputRefused(f"{arg} {path} is a folder; give a file path")
     _check_parent(path, arg)

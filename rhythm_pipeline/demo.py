@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import threading
 import time
@@ -67,6 +68,39 @@ def check_lines(evaluations) -> list[str]:
     return lines
 
 
+class Progress:
+    """Progress lines from a stage's log messages: training's `{"step": ..}` entries as step / total
+    and an ETA, at most one every `every_s` seconds per stage, and each student's finished play."""
+
+    def __init__(self, every_s: float = 10.0):
+        self.every_s = every_s
+        self.total: dict[str, int] = {}
+        self.first: dict[str, tuple[float, int]] = {}  # stage -> (time, step) of its first step entry
+        self.last_said: dict[str, float] = {}
+
+    def line(self, asset: str, message: str, now: float) -> str | None:
+        if message.startswith("student"):  # "student_sft on ood: 50 episodes in 12.1 s, ..."
+            return message.split(", prompt tokens")[0]
+        try:
+            entry = json.loads(message)
+        except ValueError:
+            return None
+        if not isinstance(entry, dict) or "step" not in entry:
+            return None
+        if "total_steps" in entry:
+            self.total[asset] = int(entry["total_steps"])
+        step, total = int(entry["step"]), self.total.get(asset)
+        if not total or total < 1 or step <= 0:
+            return None
+        first_time, first_step = self.first.setdefault(asset, (now, step))
+        if now - self.last_said.get(asset, first_time) < self.every_s or step >= total:
+            return None
+        self.last_said[asset] = now
+        rate = (now - first_time) / (step - first_step) if step > first_step else None
+        eta = f", about {max(1, round(rate * (total - step) / 60))} min left" if rate else ""
+        return f"step {step}/{total}{eta}"
+
+
 def _plain(metadata) -> dict:
     return {key: getattr(value, "value", value) for key, value in metadata.items()}
 
@@ -79,6 +113,7 @@ def _watch(instance, run_id: str, assets: list[str], say, done: threading.Event)
 
     started: dict[str, float] = {}
     ended: set[str] = set()
+    progress = Progress()
     seen = 0
     while True:
         finished = done.is_set()
@@ -86,6 +121,11 @@ def _watch(instance, run_id: str, assets: list[str], say, done: threading.Event)
         for entry in events[seen:]:
             event = entry.dagster_event
             if event is None:
+                asset = (entry.step_key or "").split(".")[0]
+                if asset in assets and asset not in ended:
+                    line = progress.line(asset, entry.user_message, entry.timestamp)
+                    if line:
+                        say(stage_line(assets.index(asset) + 1, len(assets), asset, line))
                 continue
             if event.event_type == DagsterEventType.ASSET_MATERIALIZATION:
                 asset = event.asset_key.to_user_string()
@@ -116,6 +156,13 @@ def _watch(instance, run_id: str, assets: list[str], say, done: threading.Event)
 
 def main() -> int:
     os.environ.update({k: v for k, v in QUIET_ENV.items() if k not in os.environ})
+    from rhythm_core.forked import sigterm_interrupts
+
+    with sigterm_interrupts():  # `kill` stops the run as Ctrl-C does; every process it started dies with it
+        return _run_demo()
+
+
+def _run_demo() -> int:
     import logging
     import warnings
 
@@ -123,6 +170,7 @@ def main() -> int:
 
     from rhythm_core import CPU_KERNELS
     from rhythm_pipeline.definitions import defs
+    from rhythm_pipeline.runs import execute_here
 
     instance = dg.DagsterInstance.get()  # DAGSTER_HOME (the Makefile points it at ./dagster_home)
     log_dir = Path(instance.storage_directory()) / "logs"
@@ -159,33 +207,56 @@ def main() -> int:
     watcher.start()
     start = time.perf_counter()
     try:
-        result = job.execute_in_process(instance=instance, run_config=run_config, run_id=run_id, raise_on_error=False)
+        # A run of the `rhythm` code location, its steps in this process: the UI lists it and re-executes it.
+        execute_here(JOB, run_config, instance, run_id=run_id)
     finally:
         done.set()
         watcher.join(timeout=30)
+        # what the evaluation steps staged for a run that stopped before publishing it
+        root = Path(os.environ.get("RHYTHM_ARTIFACTS") or Path(instance.storage_directory()) / "rhythm")
+        shutil.rmtree(root / "eval_rollouts" / f".staging-run-{run_id}", ignore_errors=True)
     wall = time.perf_counter() - start
 
-    say(f"\nrun {run_id}: {'SUCCESS' if result.success else 'FAILURE'} in {wall:.0f} s")
-    for event in result.get_asset_materialization_events():
-        meta = event.event_specific_data.materialization.metadata
-        if "results" in meta:
-            say(meta["results"].value)
-            say(f"eval_results.json, final_scores.png, belief_accuracy.png in {Path(meta['artifact_path'].value).parent}")
+    success = instance.get_run_by_id(run_id).status == dg.DagsterRunStatus.SUCCESS
+    events = [entry.dagster_event for entry in instance.all_logs(run_id) if entry.dagster_event is not None]
+    say(f"\nrun {run_id}: {'SUCCESS' if success else 'FAILURE'} in {wall:.0f} s")
+    materialized = {}
+    for event in events:
+        if event.event_type == dg.DagsterEventType.ASSET_MATERIALIZATION:
+            meta = event.event_specific_data.materialization.metadata
+            materialized[event.asset_key.to_user_string()] = meta
+            if "results" in meta:
+                say(meta["results"].value)
+                say(f"eval_results.json, final_scores.png, belief_accuracy.png in "
+                    f"{Path(meta['artifact_path'].value).parent}")
     evaluations = [{"asset": e.asset_key.to_user_string(), "check": e.check_name, "passed": e.passed,
                     "severity": e.severity.value, "description": e.description}
-                   for e in result.get_asset_check_evaluations()]
+                   for e in (event.event_specific_data for event in events
+                             if event.event_type == dg.DagsterEventType.ASSET_CHECK_EVALUATION)]
     if evaluations:
         say("asset checks:")
         for line in check_lines(evaluations):
             say(line)
-    if not result.success:
-        for event in result.all_events:
+    if not success:
+        for event in events:
             if event.is_step_failure:
                 error = event.step_failure_data.error
                 say(f"{event.step_key} failed: {error.message.strip() if error else 'see the log'}")
+    for line in where_to_look(materialized, run_id):
+        say(line)
     say(f"full log: {log_path}")
-    return 0 if result.success else 1
+    return 0 if success else 1
 
+
+def where_to_look(materialized: dict, run_id: str) -> list[str]:
+    """The closing lines: where the students are and how to open the run."""
+    lines = []
+    for asset, name in (("grpo_checkpoint", "GRPO student"), ("sft_checkpoint", "SFT student")):
+        if asset in materialized and "artifact_path" in materialized[asset]:
+            lines.append(f"{name}: {materialized[asset]['artifact_path'].value}")
+    lines.append(f"trace a score to its data: .venv/bin/rhythm lineage eval_results; the run in the UI: make ui, "
+                 f"then http://127.0.0.1:3000/runs/{run_id}")
+    return lines
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -56,12 +56,14 @@ def tidy_metadata(metadata: dict) -> dict:
 
 
 def versioned_output(value: dict, metadata: dict, version: str | None = None) -> dg.Output:
-    """The asset's output with its content-hash DataVersion (`value["version"]` by default) and its
-    metadata tidied (`tidy_metadata`).
+    """The asset's output with its content-hash DataVersion (`value["version"]` by default), its
+    metadata tidied (`tidy_metadata`) and the digest of its files' record (`files_digest`).
 
     Output(data_version=...) is a beta parameter we rely on on purpose; Dagster runs ops inside its
     own warning filters, so a module-level filter cannot silence the BetaWarning: do it here.
     """
+    if value.get("files_digest"):  # what the files_unchanged check and every reader verify against
+        metadata = {**metadata, "files_digest": value["files_digest"]}
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=dg.BetaWarning)
         return dg.Output(value, data_version=dg.DataVersion(version or value["version"]), metadata=tidy_metadata(metadata))

@@ -12,9 +12,11 @@ import traceback
 from dagster_pipes import open_dagster_pipes
 
 from rhythm_core.evaluation.entry import play_students
+from rhythm_core.forked import die_with_parent, parent_pid
 
 
 def main() -> int:
+    die_with_parent(parent_pid())  # a stopped run leaves no model running on
     with open_dagster_pipes() as pipes:
         extras = pipes.extras
         pipes.log.info(f"playing {', '.join(extras['checkpoints'])} on {extras['config']['condition']} "

@@ -13,10 +13,12 @@ import traceback
 from dagster_pipes import open_dagster_pipes
 
 from rhythm_core.artifacts import write_result
+from rhythm_core.forked import die_with_parent, parent_pid
 from rhythm_core.training.entry import run_stage
 
 
 def main() -> int:
+    die_with_parent(parent_pid())  # a stopped run leaves no model running on
     with open_dagster_pipes() as pipes:
         extras = pipes.extras
         pipes.log.info(f"training {extras['stage']} in {extras['out']} (pid {__import__('os').getpid()})")

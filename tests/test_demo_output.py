@@ -26,3 +26,40 @@ def test_a_failed_check_shows_its_severity_and_why():
     ])
     assert lines == ["  sft_dataset.sft_dataset_has_no_eval_seeds: passed",
                      "  eval_results.students_beat_heuristic: FAILED (WARN): not above the heuristic: ood/student_sft"]
+
+
+def test_training_progress_is_a_line_every_ten_seconds_with_an_eta_and_each_students_play():
+    import json
+
+    from rhythm_pipeline.demo import Progress
+
+    progress = Progress()
+    said = [progress.line("sft_checkpoint", json.dumps(entry), t) for t, entry in [
+        (0.0, {"step": 0, "total_steps": 840}), (2.0, {"step": 5, "loss": 3.1}), (6.0, {"step": 15, "loss": 2.9}),
+        (12.5, {"step": 35, "loss": 2.5}), (14.0, {"step": 40, "loss": 2.4}), (23.0, {"step": 65, "loss": 2.0})]]
+    assert said[:3] == [None, None, None]  # the first step entry starts the clock; nothing within 10 s
+    assert said[3] == "step 35/840, about 5 min left"  # 30 steps in 10.5 s: 805 left take ~282 s
+    assert said[4] is None and said[5] == "step 65/840, about 5 min left"  # 10 s after the last line
+    assert progress.line("eval_rollouts", "student_sft on ood: 50 episodes in 12.1 s, invalid answers 0.0%, "
+                                          "prompt tokens reused 94%", 30.0) == ("student_sft on ood: 50 episodes in "
+                                                                                "12.1 s, invalid answers 0.0%")
+    assert progress.line("eval_rollouts", "heuristic on ood: 50 episodes", 31.0) is None
+    assert progress.line("sft_checkpoint", "training sft in /tmp/x (pid 12)", 32.0) is None
+
+
+def test_a_run_started_from_python_carries_the_code_location_the_ui_reexecutes_it_from(instance):
+    """What `make demo` does: the run of the `rhythm` code location (workspace.yaml), with its code origin,
+    its steps in this process (one pid)."""
+    import os
+
+    import dagster as dg
+
+    from rhythm_pipeline.runs import execute_here
+
+    run_id = execute_here("data_half", {"ops": {"teacher_trajectories": {"config": {"seeds": "1000-1003"}}}}, instance)
+    run = instance.get_run_by_id(run_id)
+    assert run.status == dg.DagsterRunStatus.SUCCESS
+    assert run.remote_job_origin.location_name == "rhythm" and run.remote_job_origin.job_name == "data_half"
+    assert run.job_code_origin is not None and run.run_config["execution"] == {"config": {"in_process": True}}
+    pids = {entry.dagster_event.pid for entry in instance.all_logs(run_id) if entry.dagster_event is not None} - {None}
+    assert pids == {os.getpid()}

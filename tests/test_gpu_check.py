@@ -37,7 +37,7 @@ def test_the_gpu_checks_cpu_form_runs_every_stage_and_records_its_figures(tmp_pa
 
 def test_a_stage_past_its_budget_fails_the_check_and_skips_what_needs_it(tmp_path):
     out = tmp_path / "gpu_check.json"
-    done = _run("--smoke", "--stages", "prepare,lora_sft", "--budget-scale", "0.001", "--out", str(out),
+    done = _run("--smoke", "--stages", "prepare,lora_sft", "--budget-scale", "0.0002", "--out", str(out),
                 "--work", str(tmp_path / "work"))
     assert done.returncode == 1 and "FAILED" in done.stdout
     stages = json.loads(out.read_text())["stages"]

@@ -106,6 +106,7 @@ def dev_server(dagster_home: Path, env: dict | None = None):
             preexec_fn=_default_sigint,
         )
     server = DevServer(f"http://127.0.0.1:{port}", proc, log)
+    server.env = {**(env or {}), "DAGSTER_HOME": str(dagster_home)}
     try:
         wait_until_ready(server)
         yield server
@@ -290,6 +291,39 @@ def data_half_run(server) -> dict:
 
 def test_the_data_half_launched_from_the_ui_succeeds(data_half_run):
     assert data_half_run["status"] == "SUCCESS", data_half_run["report"]
+
+
+REEXECUTE = """
+mutation Reexecute($params: ReexecutionParams!) {
+  launchPipelineReexecution(reexecutionParams: $params) {
+    __typename
+    ... on LaunchRunSuccess { run { runId } }
+    ... on Error { message }
+  }
+}"""
+ORIGIN = """query Origin($id: ID!) { runOrError(runId: $id) { ... on Run {
+  repositoryOrigin { repositoryLocationName repositoryName } } } }"""
+
+
+def test_a_run_started_like_make_demo_is_one_the_ui_lists_and_reexecutes(server, monkeypatch):
+    """`make demo` runs its job in its own process; the run still belongs to the `rhythm` code location,
+    so the UI lists it with its origin and "Re-execute" launches it again (here: through GraphQL)."""
+    import dagster as dg
+
+    from rhythm_pipeline.runs import execute_here
+
+    monkeypatch.setenv("RHYTHM_ARTIFACTS", server.env["RHYTHM_ARTIFACTS"])
+    monkeypatch.setenv("DAGSTER_HOME", server.env["DAGSTER_HOME"])
+    with dg.DagsterInstance.get() as instance:
+        run_id = execute_here("data_half", {"ops": {"teacher_trajectories": {"config": {"seeds": "1000-1003"}}}},
+                              instance)
+    origin = server.graphql(ORIGIN, {"id": run_id})["runOrError"]["repositoryOrigin"]
+    assert origin["repositoryLocationName"] == "rhythm"
+    launched = server.graphql(REEXECUTE, {"params": {"parentRunId": run_id, "strategy": "ALL_STEPS"}})
+    launched = launched["launchPipelineReexecution"]
+    assert launched["__typename"] == "LaunchRunSuccess", launched
+    again = wait_for_run(server, launched["run"]["runId"])
+    assert again["status"] == "SUCCESS", again["report"]
 
 
 def test_the_asset_graph_renders(server, data_half_run, tmp_path):
@@ -536,6 +570,7 @@ def test_make_ui_stops_cleanly_on_ctrl_c_and_names_the_location_rhythm(tmp_path)
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
                                 env={**os.environ, "DAGSTER_HOME": str(home)}, preexec_fn=_default_sigint)
     server = DevServer(f"http://127.0.0.1:{port}", proc, log)
+    server.env = {"DAGSTER_HOME": str(home)}
     try:
         wait_until_ready(server)
         names = server.graphql("{ workspaceOrError { ... on Workspace { locationEntries { name } } } }")

@@ -204,11 +204,12 @@ def evidence_readout(dataset_dict) -> EvidenceReadout | None:
 
 
 def save_sft_dataset(dataset_dict, out_dir, provenance: dict, *, digest: str | None = None,
-                     overwrite: bool = False) -> dict:
+                     overwrite: bool = False, published: bool = False) -> dict:
     """Write the dataset (save_to_disk), README.md and provenance.json to `out_dir`, atomically: all
     of it goes to a staging directory beside `out_dir`, which replaces `out_dir` only when complete,
     and only if `out_dir` is an earlier dataset, empty, or `overwrite` is set (`publish_dir`).
-    `digest`: the dataset's `content_hash`, if the caller already computed it."""
+    `digest`: the dataset's `content_hash`, if the caller already computed it; `published`: a
+    content-hashed version in a stage folder (`artifacts.publish_dir`)."""
     out_dir = Path(out_dir)
     digest = digest or content_hash(dataset_dict)
     episodes = episodes_by_split(dataset_dict)
@@ -220,7 +221,7 @@ def save_sft_dataset(dataset_dict, out_dir, provenance: dict, *, digest: str | N
         dataset_dict.save_to_disk(str(tmp))
         atomic_write_text(tmp / "README.md", card)
         atomic_write_text(tmp / "provenance.json", provenance_json)
-        publish_dir(tmp, out_dir, kind="sft_dataset", overwrite=overwrite)
+        publish_dir(tmp, out_dir, kind="sft_dataset", overwrite=overwrite, published=published)
     return {"path": str(out_dir), **summary}
 
 

@@ -5,24 +5,28 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..artifacts import publish_dir, sha256_file, staging
+from ..artifacts import files_digest, publish_dir, sha256_file, staging, verify_artifact
 from ..env.spec import ENV_VERSION
 from ..protocol import DEFAULT_PROMPT_FORMAT, DEFAULT_REASONING
 from ..teacher.trajectories import read_trajectories
 from .reeval_report import reeval_records, teacher_beats_heuristic, write_report
 
 
-def reeval_stage(trajectories_path, grader: str, root, *, compare_grader: str = "v2") -> dict:
-    """Re-grade the teacher's episodes and baselines on the same seeds; publish parquet + JSON + md."""
+def reeval_stage(trajectories_path, grader: str, root, *, compare_grader: str = "v2",
+                 files_digest_recorded: str | None = None) -> dict:
+    """Re-grade the teacher's episodes and baselines on the same seeds; publish parquet + JSON + md.
+    The episodes are checked against their artifact's record first (and `files_digest_recorded`,
+    what their materialization recorded)."""
+    verify_artifact(trajectories_path, files_digest_recorded)
     records = read_trajectories(trajectories_path, allow_truncated_tail=False).records
     report = reeval_records(records, grader, compare_grader=compare_grader)
     stage_root = Path(root) / "reeval_report"
     with staging(stage_root) as staged:
         write_report(report, staged)
         version = sha256_file(staged / "report.json")[:16]
-        final = publish_dir(staged, stage_root / version, kind="reeval_report")
+        final = publish_dir(staged, stage_root / version, kind="reeval_report", published=True)
     return {
-        "dir": str(final), "version": version, "grader": grader, "graders": report.graders,
+        "dir": str(final), "version": version, "files_digest": files_digest(final), "grader": grader, "graders": report.graders,
         "teacher": report.teacher, "n_episodes": len(records),
         "per_episode": str(final / "per_episode.parquet"), "per_condition": str(final / "per_condition.parquet"),
         "json": str(final / "report.json"), "markdown": report.markdown(),
@@ -54,6 +58,7 @@ def dataset_stage(trajectories: dict, root, *, filter: str = "none", filter_grad
 
     if filter not in DATASET_FILTERS:
         raise ValueError(f"unknown dataset filter {filter!r}; allowed: {', '.join(DATASET_FILTERS)}")
+    verify_artifact(trajectories["path"], trajectories.get("files_digest"))
     records = read_trajectories(trajectories["path"], allow_truncated_tail=False).records
     keep = seeds_where_teacher_beats_heuristic(records, filter_grader) if filter == "beat_heuristic" else None
     dataset = build_sft_dataset(records, validation_fraction=validation_fraction, keep_seeds=keep, seed=split_seed,
@@ -71,5 +76,5 @@ def dataset_stage(trajectories: dict, root, *, filter: str = "none", filter_grad
         "split_seed": split_seed, "episodes_in_source": len(records), **data_format.as_dict(),
         **({"evidence_readout_fit": readout.fit} if readout is not None else {}),
     }
-    summary = save_sft_dataset(dataset, Path(root) / "sft_dataset" / version, provenance, digest=digest)
-    return {**summary, "version": version, "provenance": provenance}
+    summary = save_sft_dataset(dataset, Path(root) / "sft_dataset" / version, provenance, digest=digest, published=True)
+    return {**summary, "version": version, "files_digest": files_digest(summary["path"]), "provenance": provenance}

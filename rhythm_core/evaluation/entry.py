@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..artifacts import LOG_PREFIX, write_result
+from ..forked import die_with_parent, parent_pid
 from .rollouts import play_condition
 
 
@@ -58,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checkpoints", required=True, help="folder holding each player's model folder")
     parser.add_argument("--out", required=True, help="folder the trajectory files and result.json go to")
     args = parser.parse_args(argv)
+    die_with_parent(parent_pid())  # in a job, the process that started it
     config = json.loads(Path(args.config).read_text())
     checkpoints = {name: str(Path(args.checkpoints) / folder) for name, folder in config["players"].items()}
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..artifacts import atomic_write_text, publish_dir, staging
+from ..artifacts import atomic_write_text, files_digest, publish_dir, staging, verify_artifact
 from ..env.conditions import CONDITIONS
 from ..env.episode import EpisodeBatch
 from ..env.profiles import prior_stats
@@ -259,7 +259,9 @@ def plot_results(results: dict, out_dir) -> dict[str, str]:
     return paths
 
 
-def eval_results_stage(rollouts_dir, grader: str, root, *, provenance: dict | None = None) -> dict:
+def eval_results_stage(rollouts_dir, grader: str, root, *, provenance: dict | None = None,
+                       files_digest_recorded: str | None = None) -> dict:
+    verify_artifact(rollouts_dir, files_digest_recorded)  # the rollouts as they were published
     results = compute_results(rollouts_dir, grader, provenance=provenance)
     stage_root = Path(root) / "eval_results"
     with staging(stage_root) as staged:
@@ -269,8 +271,8 @@ def eval_results_stage(rollouts_dir, grader: str, root, *, provenance: dict | No
         atomic_write_text(staged / "eval_results.md", markdown)
         plot_results(results, staged)
         version = hashlib.sha256((staged / "eval_results.json").read_bytes()).hexdigest()[:16]
-        final = publish_dir(staged, stage_root / version, kind="eval_results")
-    return {"dir": str(final), "version": version, "json": str(final / "eval_results.json"),
+        final = publish_dir(staged, stage_root / version, kind="eval_results", published=True)
+    return {"dir": str(final), "version": version, "files_digest": files_digest(final), "json": str(final / "eval_results.json"),
             "final_scores_png": str(final / "final_scores.png"),
             "belief_accuracy_png": str(final / "belief_accuracy.png"), "markdown": markdown, "results": results}
 

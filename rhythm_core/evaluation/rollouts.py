@@ -19,7 +19,7 @@ import numpy as np
 
 from ..agents import get_agent
 from ..agents.rollout import play_lockstep
-from ..artifacts import atomic_write_json, publish_dir, sha256_file, staging, write_jsonl
+from ..artifacts import atomic_write_json, files_digest, publish_dir, sha256_file, staging, write_jsonl
 from ..env import VectorRhythmEnv
 from ..env.conditions import EVAL_SEEDS, eval_seed_list, get_condition
 from ..env.spec import ACTIONS, BELIEF_DIMS, ENV_VERSION
@@ -127,8 +127,8 @@ def publish_rollouts(staged, root, *, checkpoints: dict[str, str], seeds: dict[s
                 "provenance": provenance or {}}
     digest = hashlib.sha256(json.dumps(manifest, sort_keys=True, default=str).encode()).hexdigest()[:16]
     atomic_write_json(Path(staged) / "manifest.json", manifest)
-    final = publish_dir(staged, Path(root) / "eval_rollouts" / digest, kind="eval_rollouts")
-    return {"dir": str(final), "version": digest, "manifest": manifest}
+    final = publish_dir(staged, Path(root) / "eval_rollouts" / digest, kind="eval_rollouts", published=True)
+    return {"dir": str(final), "version": digest, "files_digest": files_digest(final), "manifest": manifest}
 
 
 def eval_rollouts_stage(

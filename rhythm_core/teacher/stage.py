@@ -5,11 +5,12 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from ..artifacts import publish_dir, sha256_file, staging, write_jsonl
+from ..artifacts import atomic_write_json, files_digest, publish_dir, sha256_file, staging, verify_artifact, write_jsonl
 from ..compute.threads import available_cores
 from ..env.conditions import check_training_seeds, parse_seeds
 from ..env.spec import ENV_VERSION
@@ -26,20 +27,35 @@ def teacher_stage(settings: TeacherSettings, condition: str, seeds_spec: str, ro
     processes an offline teacher plays in (default: the cores this process may use).
 
     Episodes accumulate in `<root>/teacher_trajectories/work/<key>.jsonl` (key = teacher, condition,
-    seeds), so an interrupted or over-budget run resumes where it stopped on the next attempt.
+    seeds), so an interrupted or over-budget run resumes where it stopped on the next attempt. Once
+    published, the episodes are kept once: the work file moves into the published folder and
+    `work/<key>.published` points to it, so the next run with the same key plays nothing.
     """
     seeds = parse_seeds(seeds_spec)
     check_training_seeds(condition, seeds)
     stage_root = Path(root) / "teacher_trajectories"
     key = hashlib.sha256(f"{settings.play_key}|{condition}|{seeds_spec}|{ENV_VERSION}".encode()).hexdigest()[:16]
     work = stage_root / "work" / f"{key}.jsonl"
+    pointer = work.with_suffix(".published")
+    earlier = _published_earlier(pointer)
+    if earlier is not None and not work.exists():
+        final, version = earlier
+        records = read_trajectories(final / "trajectories.jsonl", allow_truncated_tail=False).records
+        run = {"episodes_written_this_run": 0, "episodes_resumed": len(records), "invalid_answer_rate": 0.0,
+               **dict.fromkeys(("prompt_tokens", "completion_tokens", "requests", "retries", "cached_prompt_tokens",
+                                "reasoning_tokens", "length_reasks"), 0),
+               "cost_usd": 0.0, "wall_s": 0.0, "work_file": str(pointer), "cache_hit_fraction": 0.0,
+               "request_shape": None}
+        if log:
+            log(f"teacher: the {len(records)} episodes of {seeds_spec} were published before ({final}); nothing to play")
+        return _stage_result(final, version, records, settings, condition, seeds_spec, grader, run)
     result = run_teacher(settings, condition, seeds, work, log=log, client=client,
                          workers=available_cores() if workers is None else workers)
     run = {
         "episodes_written_this_run": result.written, "episodes_resumed": result.skipped,
         "invalid_answer_rate": result.invalid_rate, "prompt_tokens": result.prompt_tokens,
         "completion_tokens": result.completion_tokens, "requests": result.requests, "retries": result.retries,
-        "cost_usd": result.cost_usd, "wall_s": result.wall_s, "work_file": str(work),
+        "cost_usd": result.cost_usd, "wall_s": result.wall_s, "work_file": str(pointer),
         "cached_prompt_tokens": result.cached_prompt_tokens, "reasoning_tokens": result.reasoning_tokens,
         "cache_hit_fraction": round(result.cache_hit_fraction, 4), "length_reasks": result.length_reasks,
         "request_shape": result.request_shape,
@@ -57,12 +73,32 @@ def teacher_stage(settings: TeacherSettings, condition: str, seeds_spec: str, ro
         else:
             write_jsonl(path, records)
         version = sha256_file(path)[:16]
-        final = publish_dir(staged, stage_root / version, kind="teacher_trajectories")
+        final = publish_dir(staged, stage_root / version, kind="teacher_trajectories", published=True)
+    atomic_write_json(pointer, {"version": version, "path": str(final), "files_digest": files_digest(final)})
+    work.unlink()  # the published copy is the one kept (a paid teacher's work stays until it is published)
+    return _stage_result(final, version, records, settings, condition, seeds_spec, grader, run)
+
+
+def _published_earlier(pointer: Path) -> tuple[Path, str] | None:
+    """(folder, version) of the published episodes `pointer` names, if they are there, intact."""
+    if not pointer.is_file():
+        return None
+    recorded = json.loads(pointer.read_text())
+    final = Path(recorded["path"])
+    if not (final / "trajectories.jsonl").is_file():
+        return None
+    verify_artifact(final, recorded.get("files_digest"))
+    return final, recorded["version"]
+
+
+def _stage_result(final: Path, version: str, records: list[dict], settings: TeacherSettings, condition: str,
+                  seeds_spec: str, grader: str, run: dict) -> dict:
     batch = to_episode_batch(records, condition)
     steps = sum(len(r["steps"]) for r in records)
     invalid = sum(sum(r["invalid"]) for r in records)
     return {
-        "path": str(final / "trajectories.jsonl"), "version": version, "condition": condition, "seeds": seeds_spec,
+        "path": str(final / "trajectories.jsonl"), "version": version, "files_digest": files_digest(final),
+        "condition": condition, "seeds": seeds_spec,
         "n_episodes": len(records), "n_steps": steps, "invalid_answer_rate": invalid / steps if steps else 0.0,
         "teacher": settings.describe(), "env_version": ENV_VERSION,
         **usage_totals(records),

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from ..artifacts import LOG_PREFIX, write_result
+from ..forked import die_with_parent, parent_pid
 
 
 def run_stage(stage: str, config: dict, dataset: str, out: str, init: str | None = None, on_log=None,
@@ -42,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("--provenance", default=None, help="JSON file recorded in the model card")
     args = parser.parse_args(argv)
+    die_with_parent(parent_pid())  # in a job, the process that started it
     config = json.loads(Path(args.config).read_text())
     provenance = json.loads(Path(args.provenance).read_text()) if args.provenance else None
 

@@ -45,6 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from ..agents.rollout import play_lockstep
+from ..artifacts import verify_artifact
 from ..env import EnvState, VectorRhythmEnv
 from ..env.spec import BELIEF_DIMS, STEPS_PER_EPISODE
 from ..graders import get_grader
@@ -324,6 +325,8 @@ def run_grpo(config: GRPORunConfig, dataset_dir, init_dir, out_dir, *, on_log: C
     on_log = on_log or (lambda entry: None)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    verify_artifact(dataset_dir)  # both inputs as they were published
+    verify_artifact(init_dir)
     info = checkpoint_info(init_dir)
     variant = info.get("prompt_variant", "full")
     data_format = DatasetFormat.from_info(info)  # what SFT recorded from the dataset
@@ -348,6 +351,7 @@ def run_grpo(config: GRPORunConfig, dataset_dir, init_dir, out_dir, *, on_log: C
     trainer = GRPOTrainer(model=model, reward_funcs=make_reward_functions(config.grader, student), args=args,
                           train_dataset=prompts, processing_class=tokenizer, callbacks=[StreamLogs(on_log).callback])
     attach_tracking(trainer)
+    on_log({"step": 0, "total_steps": config.max_steps})  # progress has its end
     # The tiny student's last layer runs at the completion positions only (last_layer.py); real models
     # (adapters, gradient checkpointing) train as they are.
     with labelled_positions_only(), (last_layer_on_read_positions(model) if tiny_base and not is_adapter

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..agents.base import Agent, Decision
+from ..artifacts import verify_artifact
 from ..env import BatchObservation, VectorRhythmEnv
 from ..env.spec import ACTION_INDEX, BELIEF_DIMS
 from ..protocol import (
@@ -51,6 +52,8 @@ class LLMPolicyAgent(Agent):
         """Load a checkpoint with its prompt variant and, unless the sampling sets one, its
         recommended answer length (1.5x the longest teacher answer it was trained on). `loaded`:
         (model, tokenizer) of this checkpoint already in memory, played instead of a fresh load."""
+        if loaded is None:
+            verify_artifact(path)  # the checkpoint as it was published
         model, tokenizer = loaded or load_model_and_tokenizer(str(path))
         info = checkpoint_info(path)
         sampling = kwargs.pop("sampling", None) or SamplingConfig()

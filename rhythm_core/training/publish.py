@@ -8,7 +8,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from ..artifacts import publish_dir, rebase_paths, sha256_file, staging, write_result
+from ..artifacts import files_digest, publish_dir, rebase_paths, sha256_file, staging, write_result
 
 
 def train_and_publish(root, stage: str, train: Callable[[Path], None]) -> dict:
@@ -31,10 +31,11 @@ def publish_checkpoint(staged, root, stage: str) -> dict:
     for w in weights:
         digest.update(sha256_file(w).encode())
     version = digest.hexdigest()[:16]
-    final = publish_dir(staged, Path(root) / stage / version, kind="checkpoint")
+    final = Path(root) / stage / version
     result = rebase_paths(result, staged, final)
-    write_result(final, result)
-    return {**result, "version": version, "path": str(final)}
+    write_result(staged, result)  # its paths as published, before the files are recorded
+    publish_dir(staged, final, kind="checkpoint", published=True)
+    return {**result, "version": version, "path": str(final), "files_digest": files_digest(final)}
 
 
 def push_checkpoint(model_dir, repo_id: str, *, api, private: bool = True) -> dict:

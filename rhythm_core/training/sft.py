@@ -16,6 +16,7 @@ from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ..artifacts import verify_artifact
 from ..data.sft_dataset import dataset_format
 from ..protocol import system_prompt
 from ..tracking.callback import attach_tracking
@@ -208,6 +209,7 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
     out.mkdir(parents=True, exist_ok=True)
     # In memory: every map below (ours and TRL's) would otherwise write its cache files into the
     # published dataset's folder (~100 MB a run), changing an artifact that is read-only by contract.
+    verify_artifact(dataset_dir)  # the dataset as it was published
     data = datasets.load_from_disk(str(dataset_dir), keep_in_memory=True)
     data_format = dataset_format(data)  # the checkpoint records it: GRPO and evaluation prompt the same way
     data = datasets.DatasetDict({name: with_system_prompt(split.select_columns(["messages"]), config.variant)
@@ -289,6 +291,7 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
         # (LoRA, gradient checkpointing, other architectures) train as they are.
         return last_layer_on_read_positions(model) if config.base_model == TINY and not config.lora else nullcontext()
 
+    on_log({"step": 0, "total_steps": config.short_steps + config.max_steps})  # progress has its end
     clock = {"train_s": 0.0}  # training seconds of the finished phases (snapshots report the total)
     log_history: list[dict] = []  # both phases, steps counted through
     short_steps = 0

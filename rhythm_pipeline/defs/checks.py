@@ -1,18 +1,45 @@
-"""Asset checks: the teacher data is complete and valid (blocking), no evaluation seed leaks into
-training data (blocking), GRPO is not worse than its SFT start on held-out training weeks (blocking),
-the teacher beats the heuristic under the active grader (warning), and the students' evaluation
-figures (warnings)."""
+"""Asset checks: every artifact holds the files it was published with (blocking), the teacher data is
+complete and valid (blocking), no evaluation seed leaks into training data (blocking), GRPO is not
+worse than its SFT start on held-out training weeks (blocking), the teacher beats the heuristic
+under the active grader (warning), and the students' evaluation figures (warnings)."""
 
 
 import dagster as dg
 
+from rhythm_core.artifacts import ArtifactChanged, verify_artifact
 from rhythm_core.env.conditions import parse_seeds
 from rhythm_core.evaluation.results import MAX_INVALID_RATE, load_results, student_gaps
 from rhythm_core.teacher.trajectories import TrajectoryError, read_trajectories, replay_check
 from rhythm_pipeline.defs.assets.data import reeval_report, sft_dataset, teacher_trajectories
-from rhythm_pipeline.defs.assets.evaluation import eval_results
-from rhythm_pipeline.defs.assets.training import grpo_checkpoint
+from rhythm_pipeline.defs.assets.evaluation import eval_results, eval_rollouts
+from rhythm_pipeline.defs.assets.training import grpo_checkpoint, sft_checkpoint
 from rhythm_pipeline.settings import ACTIVE_GRADER
+
+
+def _files_unchanged(asset) -> dg.AssetChecksDefinition:
+    @dg.asset_check(asset=asset, name="files_unchanged", blocking=True,
+                    description="The artifact's files are the ones its latest materialization published (every "
+                                "file's sha256 against the record whose digest the materialization holds).")
+    def files_unchanged(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        event = context.instance.get_latest_materialization_event(asset.key)
+        metadata = event.asset_materialization.metadata if event else {}
+        if "artifact_path" not in metadata:
+            return dg.AssetCheckResult(passed=False, severity=dg.AssetCheckSeverity.ERROR,
+                                       description="no materialization with an artifact path to check")
+        path, recorded = metadata["artifact_path"].value, metadata.get("files_digest")
+        try:
+            digest = verify_artifact(path, recorded.value if recorded else None)
+        except ArtifactChanged as exc:
+            return dg.AssetCheckResult(passed=False, severity=dg.AssetCheckSeverity.ERROR, description=str(exc))
+        return dg.AssetCheckResult(passed=True, severity=dg.AssetCheckSeverity.ERROR, metadata={"files_digest": digest},
+                                   description=f"every file as published (files digest {digest})")
+
+    return files_unchanged
+
+
+# One per asset that publishes an artifact: a tampered artifact fails here, and its readers refuse it.
+FILES_UNCHANGED = [_files_unchanged(asset) for asset in (teacher_trajectories, reeval_report, sft_dataset,
+                                                         sft_checkpoint, grpo_checkpoint, eval_rollouts, eval_results)]
 
 
 @dg.asset_check(asset=teacher_trajectories, blocking=True,

@@ -29,17 +29,19 @@ PARALLEL_TORCH_TAGS = {TORCH_TAG: "parallel"}
 
 
 def _multiprocess_config(config: dict) -> dict:
-    return {
+    if config["in_process"]:
+        return {"in_process": {}}
+    return {"multiprocess": {
         "max_concurrent": config["max_concurrent"],
         "tag_concurrency_limits": [{"key": TORCH_TAG, "value": "parallel", "limit": config["torch_steps_at_once"]}],
         # Dagster preloads the job's module only for module code pointers; name it so every entry
         # point (the UI's code server, `dagster asset materialize -m`, schedules) gets a warm server.
         "start_method": ({"forkserver": {"preload_modules": ["dagster", DEFINITIONS_MODULE]}} if config["forkserver"]
                          else {"spawn": {}}),
-    }
+    }}
 
 
-rhythm_multiprocess_executor = dg.multiprocess_executor.configured(
+rhythm_multiprocess_executor = dg.multi_or_in_process_executor.configured(
     _multiprocess_config,
     name=EXECUTOR_NAME,
     config_schema={
@@ -52,6 +54,9 @@ rhythm_multiprocess_executor = dg.multiprocess_executor.configured(
         "forkserver": dg.Field(bool, default_value=True,
                                description="Fork steps from a server that preloaded the definitions "
                                            "(False: spawn a fresh interpreter per step)."),
+        "in_process": dg.Field(bool, default_value=False,
+                               description="Run the steps one at a time in the run's own process, each with every "
+                                           "core (what `make demo` runs; its runs re-execute the same way)."),
     },
     description="Dagster's multiprocess executor with a torch-step concurrency limit and per-step thread budgets.",
 )
@@ -64,7 +69,8 @@ def _executor_config(context) -> dict:
 def step_thread_budget(context, parallel_steps: int = 1) -> int:
     """Torch threads for this step. `parallel_steps`: how many model-running steps of the same job
     could run beside it (the evaluation conditions); 1 for a step that runs alone (training)."""
-    if context.job_def.executor_def.name != EXECUTOR_NAME or parallel_steps <= 1:
+    if (context.job_def.executor_def.name != EXECUTOR_NAME or parallel_steps <= 1
+            or _executor_config(context).get("in_process")):
         # In-process: one step at a time. Other executors: a container per step. Either way, every core.
         return thread_budget(1)
     config = _executor_config(context)

@@ -100,6 +100,7 @@ class ComputeResource(dg.ConfigurableResource):
         import sys
 
         from rhythm_core.compute.threads import thread_env
+        from rhythm_core.forked import child_env
         from rhythm_pipeline.defs.executor import step_thread_budget
 
         extras = {"stage": stage, "config": config, "dataset": dataset_dir, "out": out_dir, "init": init_dir,
@@ -108,7 +109,7 @@ class ComputeResource(dg.ConfigurableResource):
         # may use, passed as OMP_NUM_THREADS & co, which torch reads when it starts.
         threads = step_thread_budget(context)
         context.log.info(f"training {stage} in a subprocess with {threads} torch thread(s)")
-        dg.PipesSubprocessClient(env=thread_env(threads)).run(
+        dg.PipesSubprocessClient(env={**thread_env(threads), **child_env()}).run(
             context=context, command=[sys.executable, "-m", "rhythm_pipeline.train_entry"], extras=extras,
             env=env or {},
         )
@@ -127,9 +128,10 @@ class ComputeResource(dg.ConfigurableResource):
         import sys
 
         from rhythm_core.compute.threads import thread_env
+        from rhythm_core.forked import child_env
 
         extras = {"config": config, "checkpoints": checkpoints, "out": out_dir, "threads": threads}
-        invocation = dg.PipesSubprocessClient(env=thread_env(threads)).run(
+        invocation = dg.PipesSubprocessClient(env={**thread_env(threads), **child_env()}).run(
             context=context, command=[sys.executable, "-m", "rhythm_pipeline.play_entry"], extras=extras)
         messages = invocation.get_custom_messages()
         if not messages or "files" not in messages[-1]:

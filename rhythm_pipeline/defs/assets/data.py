@@ -83,7 +83,8 @@ def teacher_trajectories(context: dg.AssetExecutionContext, config: TeacherTraje
     ),
 )
 def reeval_report(context: dg.AssetExecutionContext, teacher_trajectories: dict) -> dg.Output[dict]:
-    result = reeval_stage(teacher_trajectories["path"], ACTIVE_GRADER, artifact_root(context))
+    result = reeval_stage(teacher_trajectories["path"], ACTIVE_GRADER, artifact_root(context),
+                          files_digest_recorded=teacher_trajectories.get("files_digest"))
     teacher_mean, heuristic_mean = next(iter(result["teacher_vs_heuristic"].values()))
     return versioned_output(result, {
             "report": dg.MetadataValue.md(result["markdown"]),

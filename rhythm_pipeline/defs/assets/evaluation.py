@@ -1,11 +1,13 @@
 """Evaluation: eval_rollouts (students and baselines play held-out seeds; no grader involved) and
 eval_results (graded under the active grader and v2, with plots)."""
 
+import shutil
 import time
+from pathlib import Path
 
 import dagster as dg
 
-from rhythm_core.artifacts import StageIncomplete, staging_dir
+from rhythm_core.artifacts import StageIncomplete, verify_artifact
 from rhythm_core.env.conditions import CONDITIONS
 from rhythm_core.evaluation.results import append_history, eval_results_stage, headline_figures, history_markdown
 from rhythm_core.evaluation.rollouts import (
@@ -48,14 +50,29 @@ def plan_eval_rollouts(context: dg.OpExecutionContext, config: EvalRolloutsConfi
         eval_seed_list(condition, spec)
     sampling = SamplingConfig(max_new_tokens=config.max_new_tokens, temperature=config.temperature,
                               top_p=config.top_p, seed=config.sampling_seed)
+    for checkpoint in (grpo_checkpoint, sft_checkpoint):  # the students as their materializations recorded them
+        verify_artifact(checkpoint["path"], checkpoint.get("files_digest"))
     root = artifact_root(context)
     return {
-        "root": str(root), "staged": str(staging_dir(root / "eval_rollouts")), "seeds": seeds,
+        "root": str(root), "staged": str(run_staging_dir(context, root / "eval_rollouts")), "seeds": seeds,
         "sampling": sampling.__dict__, "baselines": list(config.baselines), "config": config.model_dump(),
         "include_teacher": config.include_teacher,
         "checkpoints": {"student_grpo": grpo_checkpoint["model_dir"], "student_sft": sft_checkpoint["model_dir"]},
         "upstream": {"grpo_checkpoint": grpo_checkpoint, "sft_checkpoint": sft_checkpoint},
     }
+
+
+def run_staging_dir(context: dg.OpExecutionContext, parent: Path) -> Path:
+    """The staging folder this run's evaluation steps write into (`.staging-run-<run id>`: the steps
+    may run in processes of their own), after removing those of runs that are no longer running."""
+    parent.mkdir(parents=True, exist_ok=True)
+    for leftover in parent.glob(".staging-run-*"):
+        run = context.instance.get_run_by_id(leftover.name.removeprefix(".staging-run-"))
+        if run is None or run.is_finished:
+            shutil.rmtree(leftover, ignore_errors=True)
+    staged = parent / f".staging-run-{context.run.run_id}"
+    staged.mkdir(exist_ok=True)
+    return staged
 
 
 def _play_op(condition: str):
@@ -188,7 +205,8 @@ def eval_rollouts(grpo_checkpoint: dict, sft_checkpoint: dict):
 def eval_results(context: dg.AssetExecutionContext, eval_rollouts: dict, tracking: TrackingResource) -> dg.Output[dict]:
     root = artifact_root(context)
     result = eval_results_stage(eval_rollouts["dir"], ACTIVE_GRADER, root,
-                                provenance={"eval_rollouts_version": eval_rollouts["version"]})
+                                provenance={"eval_rollouts_version": eval_rollouts["version"]},
+                                files_digest_recorded=eval_rollouts.get("files_digest"))
     history_path = root / "eval_results" / "history.parquet"
     history = append_history(history_path, result["results"], run_id=context.run.run_id, timestamp=time.time(),
                              rollouts_version=eval_rollouts["version"])

@@ -7,6 +7,7 @@ import typing
 import dagster as dg
 import pydantic
 
+from rhythm_core.artifacts import verify_artifact
 from rhythm_core.compute.costs import cost_figures
 from rhythm_core.stages import push_checkpoint, train_and_publish
 from rhythm_core.training.grpo import GRPORunConfig
@@ -50,7 +51,10 @@ GrpoCheckpointConfig = launchpad_config("GrpoCheckpointConfig", GRPORunConfig, r
 
 def _train(context, compute: ComputeResource, stage: str, config: dict, dataset_dir: str, provenance: dict,
            init_dir: str | None = None, *, tracking: TrackingResource, upstream: dict) -> tuple[dict, dict]:
-    """Train and publish; the result (with its MLflow run id) and the tracking metadata."""
+    """Train and publish; the result (with its MLflow run id) and the tracking metadata. The inputs
+    are checked against what their materializations recorded first."""
+    for value in upstream.values():
+        verify_artifact(value["path"], value.get("files_digest"))
     with tracking.training_run(context, config, upstream) as tracked:  # one MLflow run, the subprocess logs into it
         result = train_and_publish(artifact_root(context), stage, lambda staged: compute.train(
             context, stage=stage.split("_")[0], config=config, dataset_dir=dataset_dir, out_dir=str(staged),

@@ -1,0 +1,111 @@
+"""Published artifacts cannot drift: nothing writes into one, every reader checks its files against
+the record its publication wrote (and the digest its materialization recorded), Dagster fails a
+blocking check on a tampered one, and what killed runs leave behind is cleaned on the next run."""
+
+import os
+import socket
+import subprocess
+import sys
+
+import dagster as dg
+import pytest
+
+from rhythm_core.artifacts import ArtifactChanged, remove_stale_staging, staging_dir, verify_artifact
+from rhythm_core.cli import main
+from rhythm_core.outputs import FILES_MANIFEST
+from rhythm_core.stages import dataset_stage, reeval_stage, teacher_stage
+from rhythm_core.teacher.settings import TeacherSettings
+
+
+@pytest.fixture
+def published(tmp_path):
+    """Four teacher weeks published under tmp_path/teacher_trajectories/<version>/."""
+    return teacher_stage(TeacherSettings(), "continuous", "1000-1003", tmp_path)
+
+
+def test_a_write_into_a_published_artifact_is_refused_and_changes_nothing(published, capsys):
+    path = published["path"]
+    before = open(path, "rb").read()
+    assert main(["teacher", "--seeds", "3000-3004", "--out", path]) == 2
+    err = capsys.readouterr().err
+    assert "published teacher_trajectories" in err and "never change" in err
+    assert open(path, "rb").read() == before
+    root = os.path.dirname(path)
+    assert main(["distill", "--out", os.path.join(root, "runs")]) == 2  # nothing goes inside one either
+    assert not os.path.exists(os.path.join(root, "runs"))
+
+
+def test_a_tampered_artifact_fails_its_next_read_naming_the_file_and_both_hashes(published, tmp_path):
+    path = published["path"]
+    assert verify_artifact(path, published["files_digest"]) == published["files_digest"]
+    with open(path, "a") as fh:
+        fh.write("\n")
+    with pytest.raises(ArtifactChanged, match=r"trajectories\.jsonl: changed after it was published: sha256 "
+                                              r"[0-9a-f]{64}, recorded [0-9a-f]{64}"):
+        reeval_stage(path, "v3", tmp_path / "out", files_digest_recorded=published["files_digest"])
+    with pytest.raises(ArtifactChanged, match="changed after it was published"):
+        dataset_stage(published, tmp_path / "out")
+    assert not (tmp_path / "out" / "reeval_report").exists() or not any((tmp_path / "out" / "reeval_report").iterdir())
+
+
+def test_an_added_file_or_a_replaced_record_is_caught_too(published):
+    root = os.path.dirname(published["path"])
+    extra = os.path.join(root, "cache-0001.arrow")
+    open(extra, "w").write("x")
+    with pytest.raises(ArtifactChanged, match="added to the published artifact"):
+        verify_artifact(root)
+    os.remove(extra)
+    with pytest.raises(ArtifactChanged, match="the artifact was replaced"):
+        verify_artifact(root, "0123456789abcdef")
+
+
+def test_the_teachers_episodes_are_stored_once_and_a_rerun_plays_nothing(published, tmp_path):
+    work = tmp_path / "teacher_trajectories" / "work"
+    assert not list(work.glob("*.jsonl")) and len(list(work.glob("*.published"))) == 1
+    again = teacher_stage(TeacherSettings(), "continuous", "1000-1003", tmp_path)
+    assert again["version"] == published["version"] and again["run"]["episodes_written_this_run"] == 0
+    assert again["files_digest"] == published["files_digest"]
+
+
+def test_leftovers_of_killed_runs_go_and_live_runs_stay(tmp_path):
+    host = socket.gethostname().replace("-", "_")
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    leftovers = [tmp_path / f".staging-{host}-{dead}-abc", tmp_path / ".staging-31ibi0ge",
+                 tmp_path / f".old-1234abcd-{dead}"]
+    live = [tmp_path / f".staging-{host}-{os.getpid()}-xyz", tmp_path / f".staging-otherhost-{dead}-q",
+            tmp_path / ".staging-run-0c7a1e5e-0000-4000-8000-000000000000"]
+    for folder in leftovers + live:
+        folder.mkdir()
+    made = staging_dir(tmp_path)
+    assert not any(p.exists() for p in leftovers) and all(p.exists() for p in live)
+    assert made.name.startswith(f".staging-{host}-{os.getpid()}-")
+    assert remove_stale_staging(tmp_path) == []
+
+
+def test_dagster_fails_a_blocking_check_and_the_downstream_step_on_a_tampered_artifact(instance, tmp_path):
+    from rhythm_pipeline.defs.assets.data import reeval_report, teacher_trajectories
+    from rhythm_pipeline.defs.checks import FILES_UNCHANGED
+    from rhythm_pipeline.defs.resources import TeacherResource
+
+    check = next(c for c in FILES_UNCHANGED if next(iter(c.check_keys)).asset_key == teacher_trajectories.key)
+    config = {"ops": {"teacher_trajectories": {"config": {"seeds": "1000-1003"}}}}
+    first = dg.materialize([teacher_trajectories, check], instance=instance, run_config=config,
+                           resources={"teacher": TeacherResource()})
+    assert first.success and all(e.passed for e in first.get_asset_check_evaluations())
+    path = first.output_for_node("teacher_trajectories")["path"]
+    with open(path, "r+b") as fh:
+        fh.seek(10)
+        fh.write(b"#")
+    rerun = dg.materialize([teacher_trajectories, check], instance=instance, resources={"teacher": TeacherResource()},
+                           selection=dg.AssetSelection.checks(check), raise_on_error=False)
+    (evaluation,) = rerun.get_asset_check_evaluations()
+    assert not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.ERROR
+    assert "changed after it was published" in evaluation.description and "recorded" in evaluation.description
+    downstream = dg.materialize([teacher_trajectories, reeval_report], instance=instance,
+                                resources={"teacher": TeacherResource()}, selection=[reeval_report],
+                                raise_on_error=False)
+    assert not downstream.success
+    failure = next(e for e in downstream.all_events if e.is_step_failure)
+    assert "changed after it was published" in failure.step_failure_data.error.to_string()
+    assert FILES_MANIFEST not in os.listdir(tmp_path)
