@@ -91,11 +91,13 @@ def test_comments_docstrings_and_layout_change_nothing(baseline, tmp_path):
     assert changed(baseline, versions(root)) == set()
 
 
-def test_a_grader_change_moves_only_the_grading_assets(baseline, tmp_path):
+def test_a_grader_edit_moves_the_grading_assets_and_the_teacher_that_plans_with_it(baseline, tmp_path):
     root = clone(tmp_path)
     v3 = root / "rhythm_core" / "graders" / "v3.py"
     function = next(n for n in ast.parse(v3.read_text()).body if isinstance(n, ast.FunctionDef | ast.ClassDef))
     if isinstance(function, ast.ClassDef):
         function = next(n for n in function.body if isinstance(n, ast.FunctionDef))
     edit_function(v3, function.name, "pass")
-    assert changed(baseline, versions(root)) == {"reeval_report", "eval_results"}
+    # the grading assets, and the teacher, which plans with v3's own score (an active-grader switch
+    # leaves it alone: tests/test_regrade.py)
+    assert changed(baseline, versions(root)) == {"teacher_trajectories", "reeval_report", "eval_results"}

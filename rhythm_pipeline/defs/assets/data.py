@@ -6,7 +6,9 @@ Asset bodies only translate between Dagster and rhythm_core.stages: config in, m
 
 import dagster as dg
 
+from rhythm_core.agents.bayes import PLAN_GRADER
 from rhythm_core.artifacts import StageIncomplete
+from rhythm_core.code_version import grader_version
 from rhythm_core.distill import DEFAULT_TEACHER_SEEDS
 from rhythm_core.env.spec import ENV_VERSION
 from rhythm_core.protocol import DEFAULT_PROMPT_FORMAT, DEFAULT_REASONING
@@ -25,7 +27,9 @@ class TeacherTrajectoriesConfig(dg.Config):
 
 @dg.asset(
     group_name="data",
-    code_version=code_version("teacher", teacher_stage, config=TeacherTrajectoriesConfig, env=ENV_VERSION),
+    # the offline teachers plan with a grader's own score (agents.bayes.PLAN_GRADER): its code is theirs
+    code_version=code_version("teacher", teacher_stage, config=TeacherTrajectoriesConfig, env=ENV_VERSION,
+                              plans_with=grader_version(PLAN_GRADER)),
     kinds={"python", "jsonl"},
     description=(
         "Teacher episodes, one JSON line per episode: every step's rendered prompt, the teacher's raw "
