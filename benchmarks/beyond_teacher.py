@@ -1,0 +1,117 @@
+"""Which teacher the recipe distils, and which reward GRPO follows: students against today's teacher.
+
+    python benchmarks/beyond_teacher.py --out /tmp/beyond [--teachers bayes,search] \
+        [--rewards student_week,search_value] [--grpo-seeds 0] [--windows 0,5]
+
+Per teacher backend: the demo's 2,000 training weeks, its dataset and SFT student (the demo recipe),
+then GRPO from that student with each action reward (GRPORunConfig.action_reward) and its gate on
+the dataset's validation weeks. Every student then plays the evaluation windows (0: the default
+evaluation seeds; 5: continuous 500-599, OOD 10250-10299, discrete3 20075-20089, never tuned on),
+next to the references on the same seeds: the heuristic, the fallback-only policy, the Bayesian
+teacher as it was before it planned with v3 (`bayes_own_utility`, "today's teacher"), the v3-aligned
+Bayesian teacher, the search teacher and the oracle. Prints one markdown table: v3 score, paired
+difference from today's teacher with its standard error, belief MAE.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+from report import print_markdown  # benchmarks/ is the script's own folder
+from students_on_windows import play
+
+REFERENCES = {"heuristic": {}, "fallback": {}, "bayes_own_utility": {"grader": None}, "bayes": {}, "search": {},
+              "oracle": {}}
+
+
+def reference_scores(name: str, condition: str, seeds: list[int]) -> tuple[np.ndarray, float]:
+    from rhythm_core.agents import get_agent
+    from rhythm_core.agents.rollout import rollout
+    from rhythm_core.graders import get_grader
+
+    agent = get_agent("bayes" if name == "bayes_own_utility" else name, **REFERENCES[name])
+    episodes = rollout(agent, condition, np.asarray(seeds))
+    mae = episodes.belief_mae()
+    return get_grader("v3").grade_batch(episodes)[0], float(np.nanmean(mae)) if np.isfinite(mae).any() else float("nan")
+
+
+def train(teacher: str, rewards: list[str], seeds: list[int], out: Path, log) -> dict[str, str]:
+    """The SFT student distilled from `teacher` and a GRPO student per (reward, seed): name -> model dir."""
+    from rhythm_core.artifacts import write_result
+    from rhythm_core.distill import DEFAULT_TEACHER_SEEDS
+    from rhythm_core.stages import dataset_stage, teacher_stage, train_and_publish
+    from rhythm_core.teacher.settings import TeacherSettings
+    from rhythm_core.training.entry import run_stage
+
+    root = out / teacher
+    started = time.perf_counter()
+    trajectories = teacher_stage(TeacherSettings(backend=teacher), "continuous", DEFAULT_TEACHER_SEEDS, root)
+    data = dataset_stage(trajectories, root)
+    log(f"{teacher}: teacher and dataset in {time.perf_counter() - started:.0f} s, teacher v3 "
+        f"{trajectories['mean_score']['v3']:.4f}")
+
+    def stage(name: str, config: dict, init: str | None = None) -> dict:
+        started = time.perf_counter()
+        result = train_and_publish(root / name, name.split("-")[0] + "_checkpoint", lambda staged: write_result(
+            staged, run_stage(name.split("-")[0], {**config, "report_to": "none"}, data["path"], str(staged), init)))
+        log(f"{teacher} {name}: {time.perf_counter() - started:.0f} s" + (
+            f", gate {result['validation']['difference']:+.4f} ± {result['validation']['difference_se']:.4f}"
+            if result.get("validation") else ""))
+        return result
+
+    students = {f"{teacher}:sft": stage("sft", {})["model_dir"]}
+    for reward in rewards:
+        for seed in seeds:
+            result = stage(f"grpo-{reward}-{seed}", {"action_reward": reward, "seed": seed},
+                           students[f"{teacher}:sft"])
+            students[f"{teacher}:grpo:{reward}:{seed}"] = result["model_dir"]
+    return students
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--teachers", default="bayes,search")
+    parser.add_argument("--rewards", default="student_week,search_value")
+    parser.add_argument("--grpo-seeds", default="0")
+    parser.add_argument("--windows", default="0,5")
+    args = parser.parse_args()
+
+    from rhythm_core.env.conditions import parse_seeds
+    from rhythm_core.evaluation.rollouts import evaluation_window
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    def log(line: str) -> None:
+        print(line, flush=True)
+
+    students = {}
+    for teacher in args.teachers.split(","):
+        students.update(train(teacher, args.rewards.split(","), [int(s) for s in args.grpo_seeds.split(",")], out, log))
+    (out / "students.json").write_text(json.dumps(students, indent=2) + "\n")
+    rows = []
+    for window in (int(w) for w in args.windows.split(",")):
+        for condition, spec in evaluation_window(window).items():
+            seeds = parse_seeds(spec)
+            played = {name: reference_scores(name, condition, seeds) for name in REFERENCES}
+            played.update({name: play(model_dir, condition, seeds) for name, model_dir in students.items()})
+            today = played["bayes_own_utility"][0]
+            for name, (scores, mae) in played.items():
+                diff = scores - today
+                rows.append({"window": window, "condition": condition, "player": name,
+                             "v3": f"{scores.mean():.4f}",
+                             "Δ vs today's teacher": "–" if name == "bayes_own_utility" else
+                             f"{diff.mean():+.4f} ± {diff.std(ddof=1) / np.sqrt(len(diff)):.4f}",
+                             "belief MAE": "–" if not np.isfinite(mae) else f"{mae:.3f}"})
+            log(f"window {window} {condition}: done")
+    print_markdown(rows)
+    (out / "table.json").write_text(json.dumps(rows, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
