@@ -40,7 +40,8 @@ UI_PORT ?= 3000
 demo: $(STAMP)
 	$(BIN)/python -m rhythm_pipeline.demo
 
-# dagster dev in its own process group: Ctrl-C or SIGTERM stops all of it (rhythm_pipeline/ui.py).
+# `dg dev` (the project in pyproject.toml's [tool.dg]) in its own process group: Ctrl-C or SIGTERM stops
+# all of it (rhythm_pipeline/ui.py).
 ui: $(STAMP)
 	$(BIN)/python -m rhythm_pipeline.ui --port $(UI_PORT)
 
