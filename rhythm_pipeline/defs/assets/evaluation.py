@@ -137,7 +137,7 @@ def publish_eval_rollouts(context: dg.OpExecutionContext, plan: dict, continuous
         "artifact_path": dg.MetadataValue.path(result["dir"]),
         "episodes": sum(f["episodes"] for f in files.values()),
         **{f"invalid_rate_{f['player']}_{f['condition']}": f["invalid_rate"] for f in files.values()
-           if f["player"].startswith("student")},
+           if f["player"] in plan["checkpoints"]},  # the students
         "seeds": dg.MetadataValue.json(plan["seeds"]), "sampling": dg.MetadataValue.json(plan["sampling"]),
         "base_model": sft.get("base_model"),
         **({"teacher": teacher_play["identity"]["id"],
