@@ -5,6 +5,14 @@ a worse one, and refuses a better one whose blocking check failed or that was ev
 
 import json
 import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -38,6 +46,94 @@ def test_the_experiment_opens_as_model_training_in_the_ui(mlflow_store):
     # Without the kind tag MLflow 3's UI shows the experiment as a GenAI app (traces), not its runs.
     experiment = _client(mlflow_store).get_experiment_by_name("rhythm")
     assert experiment.tags.get("mlflow.experimentKind") == "custom_model_development"
+
+
+def _ui_link(store, *args: str) -> str:
+    """What `make mlflow` prints for `store` (the command its recipe runs)."""
+    done = subprocess.run([sys.executable, "-m", "rhythm_core.tracking.ui_link", str(store), *args],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and not done.stderr, done.stderr
+    return done.stdout.strip()
+
+
+def test_make_mlflow_prints_the_link_to_the_experiments_runs_and_creates_nothing(mlflow_store, tmp_path):
+    store = Path(mlflow_store.removeprefix("sqlite:///")).parent
+    experiment_id = _client(mlflow_store).get_experiment_by_name("rhythm").experiment_id
+    db = store / "mlflow.db"
+    before = (db.stat().st_mtime_ns, db.read_bytes())
+    assert _ui_link(store) == (f"MLflow UI: http://127.0.0.1:5000/#/experiments/{experiment_id}/runs"
+                               "?workflowType=machine_learning (the rhythm experiment's runs)")
+    assert (db.stat().st_mtime_ns, db.read_bytes()) == before  # read-only
+    # no experiment yet (no store, or one without tables or without rhythm): the list, and why
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "mlflow.db").write_bytes(b"")
+    for where in (tmp_path / "missing", tmp_path / "empty"):
+        assert _ui_link(where, "--ui-url", "http://127.0.0.1:5001/") == (
+            "MLflow UI: http://127.0.0.1:5001/#/experiments?workflowType=machine_learning (no rhythm experiment in "
+            f"{where / 'mlflow.db'} yet: the first training or evaluation run creates it; `make mlflow` then prints "
+            "the link to its runs)")
+    assert _ui_link(store, "--experiment", "other").startswith("MLflow UI: http://127.0.0.1:5000/#/experiments?")
+    assert not (tmp_path / "missing").exists() and (tmp_path / "empty" / "mlflow.db").read_bytes() == b""
+
+
+@contextmanager
+def mlflow_server(store: Path):
+    """`mlflow server` on `store` as `make mlflow` runs it, on a free port of 127.0.0.1; its base URL."""
+    from tests.test_ui import free_port
+
+    port = free_port()
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "mlflow"), "server", "--backend-store-uri",
+                             f"sqlite:///{store / 'mlflow.db'}", "--default-artifact-root", str(store / "artifacts"),
+                             "-h", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                with urllib.request.urlopen(base + "/health", timeout=5):
+                    break
+            except OSError:
+                assert proc.poll() is None, f"mlflow server exited with {proc.returncode}"
+                assert time.monotonic() < deadline, "mlflow server did not answer within 180 s"
+                time.sleep(1)
+        yield base
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(proc.pid, sig)
+                proc.wait(timeout=30)
+                break
+            except ProcessLookupError:
+                break
+            except subprocess.TimeoutExpired:
+                continue
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("RHYTHM_SKIP_UI") == "1", reason="RHYTHM_SKIP_UI=1")
+def test_the_link_make_mlflow_prints_opens_the_runs_not_the_genai_overview(tmp_path):
+    """In headless Chromium against a real `mlflow server`: the printed link shows the run by its name;
+    the experiment's bare page (where a click in the experiments list leads) is the empty GenAI
+    overview ("Traces 0"), which the link avoids."""
+    from tests.test_ui import chromium_run, page_text, require_chromium
+
+    chromium = require_chromium()
+    tracker = Tracker.for_root(tmp_path)
+    run_id = tracker.start_run("sft_checkpoint-5d0ff0a8", tags={"dagster.asset_key": "sft_checkpoint"})
+    tracker.log_metrics(run_id, {"loss": 0.25}, step=1)
+    tracker.end_run(run_id)
+    assert tracker.ok, tracker.error
+    store = tmp_path / "mlflow"
+    with mlflow_server(store) as base:
+        url = _ui_link(store, "--ui-url", base).split()[2]
+        assert url == f"{base}/#/experiments/{tracker.experiment_id()}/runs?workflowType=machine_learning"
+        text = page_text(chromium_run(chromium, url, "--dump-dom", window="1600,1000"))
+        assert "sft_checkpoint-5d0ff0a8" in text, text[:3000]
+        assert "Traces 0" not in text and "No data available for the selected time range" not in text, text[:3000]
+        overview = page_text(chromium_run(chromium, f"{base}/#/experiments/{tracker.experiment_id()}", "--dump-dom",
+                                          window="1600,1000"))
+        assert "Traces 0" in overview and "sft_checkpoint-5d0ff0a8" not in overview, overview[:3000]
 
 
 def test_report_to_names_and_mlflow_only_with_a_run_to_log_into(monkeypatch):
