@@ -465,8 +465,8 @@ def screenshot_eval_results(chromium: str, server: DevServer, out_dir: Path) -> 
         shots.append(out_dir / "eval_results_asset.png")
         page.screenshot(shots[-1])
         page.click_button("Plots")
-        page.wait_for_text("continuous/student_grpo/final_score")
-        page.scroll_to_text("continuous/student_grpo/belief_mae")  # the students' charts, not the references'
+        page.wait_for_text("1 student_grpo/continuous/final_score")  # the first chart (labels sort by code point)
+        page.scroll_to_text("1 student_grpo/continuous/final_score")
         time.sleep(3)  # the charts draw after their data
         shots.append(out_dir / "eval_results_plots.png")
         page.screenshot(shots[-1])

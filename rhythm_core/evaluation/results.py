@@ -184,6 +184,30 @@ def headline_figures(results: dict, decimals: int = 4) -> dict[str, float]:
     return {k: round(float(v), decimals) for k, v in out.items()}
 
 
+# Dagster's Plots view charts every numeric metadata entry of an asset, two to a row, in the order of
+# their labels by code point (dagster-webserver 1.13's AssetMaterializationGraphs sorts them), so the
+# labels set the order: rank 1, each student's score and recovery per condition side by side, before
+# rank 2, its belief MAE and invalid rate.
+PLOTTED = (("1", ("final_score", "recovery")), ("2", ("belief_mae", "invalid_rate")))
+
+
+def plotted_figures(results: dict, decimals: int = 4) -> dict[str, float]:
+    """The students' figures to chart across evaluations, as "<rank> <student>/<condition>/<metric>"
+    (PLOTTED) in the order a view sorting labels shows them: every student's score and recovery per
+    condition first. The references are not charted: their scores are the same every week on the same
+    seeds, and the results table and the evaluation's MLflow run keep them."""
+    figures = headline_figures(results, decimals)
+    out = {}
+    for rank, metrics in PLOTTED:
+        for student in student_names(results):
+            for condition in results["conditions"]:
+                for metric in metrics:
+                    value = figures.get(f"{condition}/{student}/{metric}")
+                    if value is not None:
+                        out[f"{rank} {student}/{condition}/{metric}"] = value
+    return dict(sorted(out.items()))
+
+
 MAX_INVALID_RATE = 0.05  # the most invalid answers a student may give (the evaluation check, the registry's floor)
 
 
