@@ -40,16 +40,19 @@ UI_PORT ?= 3000
 demo: $(STAMP)
 	$(BIN)/python -m rhythm_pipeline.demo
 
-# dagster dev in its own process group: Ctrl-C or SIGTERM stops all of it (rhythm_pipeline/ui.py).
+# `dg dev` (the project in pyproject.toml's [tool.dg]) in its own process group: Ctrl-C or SIGTERM stops
+# all of it (rhythm_pipeline/ui.py).
 ui: $(STAMP)
 	$(BIN)/python -m rhythm_pipeline.ui --port $(UI_PORT)
 
 # The MLflow UI on the embedded instance's tracking store (training and evaluation runs, the
-# rhythm-student registry), where the assets log by default: http://127.0.0.1:5000.
+# rhythm-student registry), where the assets log by default: http://127.0.0.1:5000. It prints the
+# link to the rhythm experiment's runs (its id read from the store; MLflow 3 opens an experiment
+# clicked in its list on the GenAI overview), or the experiments list while the store has none.
 MLFLOW_STORE = $(or $(RHYTHM_ARTIFACTS),$(DAGSTER_HOME)/storage/rhythm)/mlflow
 mlflow: $(STAMP)
 	mkdir -p $(MLFLOW_STORE)
-	@echo "MLflow UI: http://127.0.0.1:5000/#/experiments?workflowType=machine_learning (the runs; MLflow 3 opens its GenAI view otherwise)"
+	@$(BIN)/python -m rhythm_core.tracking.ui_link $(MLFLOW_STORE) --ui-url http://127.0.0.1:5000
 	$(BIN)/mlflow server --backend-store-uri sqlite:///$(abspath $(MLFLOW_STORE))/mlflow.db \
 		--default-artifact-root $(abspath $(MLFLOW_STORE))/artifacts -h 127.0.0.1 -p 5000
 

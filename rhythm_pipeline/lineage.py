@@ -10,6 +10,9 @@ import dagster as dg
 
 from rhythm_core.env.spec import ENV_VERSION
 
+# `rhythm lineage`'s line in `rhythm --help` (read from this source without importing Dagster).
+DESCRIPTION = "print the chain from teacher data to an asset (reads $DAGSTER_HOME)"
+
 # Metadata keys worth showing when walking the chain, in this order.
 _SHOWN = ("teacher", "teacher_backend", "teacher_model", "condition", "seeds", "episodes", "grader",
           "reward_grader", "base_model", "steps", "final_train_loss", "eval_loss", "valid_answer_rate_after",
@@ -159,12 +162,12 @@ def _check_dagster_home() -> None:
 def cli(argv: list[str]) -> int:
     """`rhythm lineage ASSET` (entry point "rhythm.commands": lineage, so rhythm_core.cli offers it
     without importing Dagster). A mistake (no instance, an unknown asset) is one line and exit 2."""
-    import argparse
     import os
     import sys
 
-    parser = argparse.ArgumentParser(prog="rhythm lineage",
-                                     description="print the chain from teacher data to an asset (reads $DAGSTER_HOME)")
+    from rhythm_core.cli_parsing import OneLineParser
+
+    parser = OneLineParser(prog="rhythm lineage", description=DESCRIPTION)
     parser.add_argument("asset", help="asset key, e.g. eval_results")
     parser.add_argument("--debug", action="store_true", help="show the traceback of a mistake too (also RHYTHM_DEBUG=1)")
     args = parser.parse_args(argv)

@@ -1,9 +1,11 @@
-"""`make ui`: `dagster dev` on the repository's workspace, stopped cleanly by Ctrl-C or SIGTERM.
+"""`make ui`: `dg dev` on the repository's Dagster project, stopped cleanly by Ctrl-C or SIGTERM.
 
-`dagster dev` runs in its own process group with SIGINT at its default (under make or a background
-shell it inherits SIGINT ignored, and then ignores SIGTERM too); this launcher turns Ctrl-C, SIGTERM
-and SIGHUP into one SIGTERM to that whole group (webserver, daemon, code server, run workers) and
-kills what is left after a grace period, so nothing outlives the command.
+`dg dev` (dagster-dg-cli; `dagster dev` is superseded by it) reads the project from pyproject.toml's
+`[tool.dg.project]`: the code location `rhythm` from `rhythm_pipeline.definitions`, whatever the
+checkout's folder is called. It runs in its own process group with SIGINT at its default (under make
+or a background shell it inherits SIGINT ignored, and then ignores SIGTERM too); this launcher turns
+Ctrl-C, SIGTERM and SIGHUP into one SIGTERM to that whole group (webserver, daemon, code server, run
+workers) and kills what is left after a grace period, so nothing outlives the command.
 
     python -m rhythm_pipeline.ui [--port 3000] [--host 127.0.0.1]
 """
@@ -52,9 +54,16 @@ def main(argv: list[str] | None = None) -> int:
     if not os.environ.get("DAGSTER_HOME"):
         print("rhythm ui: error: DAGSTER_HOME is not set (make ui sets ./dagster_home)", file=sys.stderr)
         return 2
-    dagster = Path(sys.executable).parent / "dagster"
-    proc = subprocess.Popen([str(dagster), "dev", "-w", str(REPO / "workspace.yaml"), "-h", args.host,
-                             "-p", str(args.port)], cwd=REPO, start_new_session=True, preexec_fn=_child_signals)
+    dg = Path(sys.executable).parent / "dg"
+    if not dg.exists():
+        print(f"rhythm ui: error: {dg} not found: dagster-dg-cli is not installed (make install installs it)",
+              file=sys.stderr)
+        return 2
+    env = dict(os.environ)
+    if sys.prefix != sys.base_prefix:  # dg warns unless $VIRTUAL_ENV names the venv it runs in (the project's)
+        env["VIRTUAL_ENV"] = sys.prefix
+    proc = subprocess.Popen([str(dg), "dev", "--host", args.host, "--port", str(args.port)], cwd=REPO, env=env,
+                            start_new_session=True, preexec_fn=_child_signals)
     stopping = []
 
     def on_signal(signum, _frame):
@@ -65,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     while proc.poll() is None and not stopping:
         time.sleep(0.2)
     if stopping:
-        print(f"\nrhythm ui: stopping dagster dev ({signal.Signals(stopping[0]).name})", file=sys.stderr)
+        print(f"\nrhythm ui: stopping dg dev ({signal.Signals(stopping[0]).name})", file=sys.stderr)
         _stop(proc, GRACE_S)
         return 0
     return proc.returncode

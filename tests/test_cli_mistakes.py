@@ -96,6 +96,18 @@ MISTAKES = [
     (["baselines", "--agents", "random,gpt"], "unknown agent(s) gpt"),
     (["baselines", "--grader", "v9"], "argument --grader: invalid choice: 'v9'"),
     (["lineage", "eval_results"], "rhythm lineage: error: DAGSTER_HOME is not set"),
+    # a flag the command does not have: named with its command and the closest flag it has
+    (["baselines", "--sedes", "0-9"],
+     "rhythm baselines: error: unrecognized argument --sedes (did you mean --seeds?); see rhythm baselines --help"),
+    (["teacher", "--out", "x.jsonl", "--temprature=0.5"], "unrecognized argument --temprature (did you mean "
+                                                          "--temperature?); see rhythm teacher --help"),
+    (["distill", "--out", "d", "--presets", "demo", "--gradr", "v2"],
+     "unrecognized arguments --presets (did you mean --preset?), --gradr (did you mean --grader?)"),
+    (["dataset", "--jsonl", "t.jsonl", "--out", "d", "now"], "unrecognized argument now; see rhythm dataset --help"),
+    (["lineage", "eval_results", "--debgu"], "rhythm lineage: error: unrecognized argument --debgu (did you mean "
+                                             "--debug?); see rhythm lineage --help"),
+    (["eval", "--checkpoint", "missing", "--out", "e", "--name", "heuristic"],
+     "--name heuristic: the name of a reference agent; pick another"),
 ]
 
 
@@ -158,7 +170,7 @@ def test_outputs_that_are_ours_are_replaced_and_overwrite_replaces_a_strangers_f
         done = rhythm("reeval", "--jsonl", "t.jsonl", "--out", "report", cwd=tmp_path)
         assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in (tmp_path / "report").iterdir()) == [
-        "per_condition.parquet", "per_episode.parquet", "report.json", "report.md"]
+        ".rhythm-files.json", "per_condition.parquet", "per_episode.parquet", "report.json", "report.md"]
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("x")
     done = rhythm("dataset", "--jsonl", "t.jsonl", "--out", "mine", "--overwrite", cwd=tmp_path)

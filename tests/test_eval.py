@@ -319,6 +319,44 @@ def test_student_gaps_feed_the_checks_and_a_perfect_belief_is_not_a_missing_one(
                                     "ood/student_grpo": 0.0, "discrete3/student_grpo": 0.0}
 
 
+def test_every_checkpoint_that_played_gets_its_recovery_whatever_its_name(tmp_path):
+    """`rhythm eval --name grpo`: a student is a player whose identity in the rollouts manifest is a
+    checkpoint, not a player named student*; a baseline is never one, whatever its name."""
+    from functools import partial
+
+    from rhythm_core.agents import get_agent
+    from rhythm_core.artifacts import staging
+    from rhythm_core.evaluation.results import headline_figures, markdown_table, recovery, student_gaps, student_names
+    from rhythm_core.evaluation.rollouts import _play_file, publish_rollouts
+
+    players = {"grpo": ("heuristic_const_belief", {"backend": "checkpoint", "model": "/models/grpo", "id": "grpo"}),
+               "student_lookalike": ("random", {"backend": "baseline", "model": "random", "id": "student_lookalike"}),
+               "heuristic": ("heuristic", {"backend": "baseline", "model": "heuristic", "id": "heuristic"}),
+               "bayes": ("bayes", {"backend": "baseline", "model": "bayes", "id": "bayes"})}
+    with staging(tmp_path / "eval_rollouts") as staged:
+        files = dict(_play_file(name, partial(get_agent, agent), identity, "continuous", [0, 1, 2, 3], staged)[:2]
+                     for name, (agent, identity) in players.items())
+        rollouts = publish_rollouts(staged, tmp_path, checkpoints={}, seeds={"continuous": "0-3"},
+                                    sampling=SamplingConfig(), baselines=[], files=files,
+                                    extra_players={name: identity for name, (_, identity) in players.items()})
+    results = compute_results(rollouts["dir"], "v3")  # validated against the published shape
+    agents = results["conditions"]["continuous"]["agents"]
+    grpo, lookalike = agents["grpo"], agents["student_lookalike"]
+    assert grpo["recovery"] == pytest.approx(recovery(grpo["final_score"], agents["heuristic"]["final_score"],
+                                                      agents["bayes"]["final_score"]))
+    assert grpo["belief_gap_vs_teacher"]["n"] == 4
+    assert lookalike["recovery"] is None and "belief_gap_vs_teacher" not in lookalike
+    assert student_names(results) == ["grpo"]
+    assert f"| continuous | grpo | {grpo['final_score']:.3f} |" in markdown_table(results)
+    assert f"{grpo['recovery']:.0%} |" in markdown_table(results).split("| grpo |")[1].splitlines()[0]
+    figures = headline_figures(results)
+    assert "continuous/grpo/recovery" in figures and "continuous/grpo/invalid_rate" in figures
+    assert "continuous/student_lookalike/invalid_rate" not in figures
+    assert set(student_gaps(results)["invalid_rate"]) == {"continuous/grpo"}
+    # a document without the players' identities (older, or made by hand): the players named student*
+    assert student_names({"conditions": results["conditions"]}) == ["student_lookalike"]
+
+
 def test_recovery_is_the_share_of_the_teachers_margin_over_the_heuristic():
     from rhythm_core.evaluation.results import recovery
 

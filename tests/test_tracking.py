@@ -5,6 +5,14 @@ a worse one, and refuses a better one whose blocking check failed or that was ev
 
 import json
 import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -38,6 +46,94 @@ def test_the_experiment_opens_as_model_training_in_the_ui(mlflow_store):
     # Without the kind tag MLflow 3's UI shows the experiment as a GenAI app (traces), not its runs.
     experiment = _client(mlflow_store).get_experiment_by_name("rhythm")
     assert experiment.tags.get("mlflow.experimentKind") == "custom_model_development"
+
+
+def _ui_link(store, *args: str) -> str:
+    """What `make mlflow` prints for `store` (the command its recipe runs)."""
+    done = subprocess.run([sys.executable, "-m", "rhythm_core.tracking.ui_link", str(store), *args],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and not done.stderr, done.stderr
+    return done.stdout.strip()
+
+
+def test_make_mlflow_prints_the_link_to_the_experiments_runs_and_creates_nothing(mlflow_store, tmp_path):
+    store = Path(mlflow_store.removeprefix("sqlite:///")).parent
+    experiment_id = _client(mlflow_store).get_experiment_by_name("rhythm").experiment_id
+    db = store / "mlflow.db"
+    before = (db.stat().st_mtime_ns, db.read_bytes())
+    assert _ui_link(store) == (f"MLflow UI: http://127.0.0.1:5000/#/experiments/{experiment_id}/runs"
+                               "?workflowType=machine_learning (the rhythm experiment's runs)")
+    assert (db.stat().st_mtime_ns, db.read_bytes()) == before  # read-only
+    # no experiment yet (no store, or one without tables or without rhythm): the list, and why
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "mlflow.db").write_bytes(b"")
+    for where in (tmp_path / "missing", tmp_path / "empty"):
+        assert _ui_link(where, "--ui-url", "http://127.0.0.1:5001/") == (
+            "MLflow UI: http://127.0.0.1:5001/#/experiments?workflowType=machine_learning (no rhythm experiment in "
+            f"{where / 'mlflow.db'} yet: the first training or evaluation run creates it; `make mlflow` then prints "
+            "the link to its runs)")
+    assert _ui_link(store, "--experiment", "other").startswith("MLflow UI: http://127.0.0.1:5000/#/experiments?")
+    assert not (tmp_path / "missing").exists() and (tmp_path / "empty" / "mlflow.db").read_bytes() == b""
+
+
+@contextmanager
+def mlflow_server(store: Path):
+    """`mlflow server` on `store` as `make mlflow` runs it, on a free port of 127.0.0.1; its base URL."""
+    from tests.test_ui import free_port
+
+    port = free_port()
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "mlflow"), "server", "--backend-store-uri",
+                             f"sqlite:///{store / 'mlflow.db'}", "--default-artifact-root", str(store / "artifacts"),
+                             "-h", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                with urllib.request.urlopen(base + "/health", timeout=5):
+                    break
+            except OSError:
+                assert proc.poll() is None, f"mlflow server exited with {proc.returncode}"
+                assert time.monotonic() < deadline, "mlflow server did not answer within 180 s"
+                time.sleep(1)
+        yield base
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(proc.pid, sig)
+                proc.wait(timeout=30)
+                break
+            except ProcessLookupError:
+                break
+            except subprocess.TimeoutExpired:
+                continue
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("RHYTHM_SKIP_UI") == "1", reason="RHYTHM_SKIP_UI=1")
+def test_the_link_make_mlflow_prints_opens_the_runs_not_the_genai_overview(tmp_path):
+    """In headless Chromium against a real `mlflow server`: the printed link shows the run by its name;
+    the experiment's bare page (where a click in the experiments list leads) is the empty GenAI
+    overview ("Traces 0"), which the link avoids."""
+    from tests.test_ui import chromium_run, page_text, require_chromium
+
+    chromium = require_chromium()
+    tracker = Tracker.for_root(tmp_path)
+    run_id = tracker.start_run("sft_checkpoint-5d0ff0a8", tags={"dagster.asset_key": "sft_checkpoint"})
+    tracker.log_metrics(run_id, {"loss": 0.25}, step=1)
+    tracker.end_run(run_id)
+    assert tracker.ok, tracker.error
+    store = tmp_path / "mlflow"
+    with mlflow_server(store) as base:
+        url = _ui_link(store, "--ui-url", base).split()[2]
+        assert url == f"{base}/#/experiments/{tracker.experiment_id()}/runs?workflowType=machine_learning"
+        text = page_text(chromium_run(chromium, url, "--dump-dom", window="1600,1000"))
+        assert "sft_checkpoint-5d0ff0a8" in text, text[:3000]
+        assert "Traces 0" not in text and "No data available for the selected time range" not in text, text[:3000]
+        overview = page_text(chromium_run(chromium, f"{base}/#/experiments/{tracker.experiment_id()}", "--dump-dom",
+                                          window="1600,1000"))
+        assert "Traces 0" in overview and "sft_checkpoint-5d0ff0a8" not in overview, overview[:3000]
 
 
 def test_report_to_names_and_mlflow_only_with_a_run_to_log_into(monkeypatch):
@@ -176,14 +272,33 @@ def test_the_training_callback_warns_once_and_training_goes_on(tmp_path, monkeyp
     assert len([r for r in caplog.records if "MLflow tracking off" in r.message]) == 1 and callback.logged == 0
 
 
+# A student's identity without a model: the constant-belief heuristic plays as if it were a checkpoint.
+STAND_IN = {"backend": "checkpoint", "model": "stand-in/heuristic_const_belief", "id": "student_grpo"}
+
+
 @dg.asset(name="eval_rollouts")
 def stub_eval_rollouts(context) -> dict:
-    """Baselines only (no student), a few seeds: what eval_results grades, in a second."""
-    from rhythm_core.evaluation.rollouts import eval_rollouts_stage
+    """Baselines and a stand-in student, a few seeds: what eval_results grades, in a second."""
+    from functools import partial
+
+    from rhythm_core.agents import get_agent
+    from rhythm_core.artifacts import staging
+    from rhythm_core.env.conditions import eval_seed_list
+    from rhythm_core.evaluation.rollouts import _play_file, play_condition, publish_rollouts
+    from rhythm_core.training.generation import SamplingConfig
     from rhythm_pipeline.settings import artifact_root
 
-    seeds = {"continuous": "0-1", "ood": "10000-10001", "discrete3": "20000-20002"}
-    return eval_rollouts_stage({}, seeds, artifact_root(context), baselines=["random", "heuristic", "bayes"])
+    seeds = {"continuous": "0-3", "ood": "10000-10003", "discrete3": "20000-20002"}
+    baselines, root = ["random", "heuristic", "bayes"], artifact_root(context)
+    with staging(root / "eval_rollouts") as staged:
+        files = {}
+        for condition, spec in seeds.items():
+            file, entry, _ = _play_file("student_grpo", partial(get_agent, "heuristic_const_belief"), STAND_IN,
+                                        condition, eval_seed_list(condition, spec), staged)
+            files[file] = entry
+            files.update(play_condition({}, condition, spec, staged, baselines=baselines))
+        return publish_rollouts(staged, root, checkpoints={}, seeds=seeds, sampling=SamplingConfig(),
+                                baselines=baselines, files=files, extra_players={"student_grpo": STAND_IN})
 
 
 def _materialize_eval_results(instance, tracking: TrackingResource):
@@ -197,17 +312,56 @@ def test_eval_results_logs_its_figures_to_a_run(instance, mlflow_store):
     result, meta = _materialize_eval_results(instance, TrackingResource(tracking_uri=mlflow_store))
     run = _client(mlflow_store).get_run(meta["mlflow_run_id"].value)
     assert run.data.tags["dagster.run_id"] == result.run_id and run.data.tags["rhythm.grader"] == "v3"
-    assert run.data.metrics["continuous/bayes/final_score"] == pytest.approx(meta["continuous/bayes/final_score"].value,
+    # the run keeps every agent's figures; the metadata charts the students' and lists every score
+    assert run.data.metrics["continuous/bayes/final_score"] == pytest.approx(meta["scores"].value["continuous/bayes"],
                                                                            abs=1e-4)
+    assert run.data.metrics["ood/student_grpo/final_score"] == pytest.approx(
+        meta["1 student_grpo/ood/final_score"].value, abs=1e-4)
     assert "continuous/bayes/belief_mae" in run.data.metrics and "ood/heuristic/final_score.v2" in run.data.metrics
     assert {a.path for a in _client(mlflow_store).list_artifacts(run.info.run_id)} >= {"eval_results.json",
                                                                                       "final_scores.png"}
 
 
+def test_the_plots_view_charts_the_students_score_and_recovery_first(instance):
+    """Dagster's Plots view charts the numeric metadata two to a row, labels sorted by code point: the
+    students' score and recovery per condition come first, side by side; no reference is charted."""
+    from rhythm_core.evaluation.results import load_results, plotted_figures
+
+    result, meta = _materialize_eval_results(instance, TrackingResource(enabled=False))
+    charted = sorted(k for k, v in meta.items() if isinstance(v, dg.FloatMetadataValue | dg.IntMetadataValue))
+    figures = plotted_figures(load_results(meta["artifact_path"].value))
+    assert charted == [*figures, "history_rows"]
+    conditions = ["continuous", "discrete3", "ood"]
+    rows = [(charted[i], charted[i + 1]) for i in range(0, 6, 2)]
+    assert rows == [(f"1 student_grpo/{c}/final_score", f"1 student_grpo/{c}/recovery") for c in conditions]
+    assert charted[6:12] == [f"2 student_grpo/{c}/{m}" for c in conditions for m in ("belief_mae", "invalid_rate")]
+    assert set(meta["scores"].value) == {f"{c}/{a}" for c in conditions
+                                         for a in ("student_grpo", "random", "heuristic", "bayes")}
+
+
+def test_plotted_figures_rank_every_students_score_and_recovery_before_the_rest():
+    from rhythm_core.evaluation.results import plotted_figures
+
+    def agent(score, recovery=None, mae=None):
+        return {"final_score": score, "recovery": recovery, "belief_mae": mae, "invalid_rate": 0.01}
+
+    conditions = ["continuous", "ood", "discrete3"]
+    results = {"provenance": {"players": {"grpo": {"backend": "checkpoint"}, "student_sft": {"backend": "checkpoint"},
+                                         "bayes": {"backend": "baseline"}, "heuristic": {"backend": "baseline"}}},
+               "conditions": {c: {"agents": {"grpo": agent(0.6, 0.9, 0.1), "student_sft": agent(0.55, 0.7, 0.12),
+                                             "bayes": agent(0.62, None, 0.1), "heuristic": agent(0.45)}}
+                              for c in conditions}}
+    labels = list(plotted_figures(results))
+    assert labels == sorted(labels) and len(labels) == 2 * 3 * 4
+    assert labels[:12] == [f"1 {s}/{c}/{m}" for s in ("grpo", "student_sft") for c in sorted(conditions)
+                           for m in ("final_score", "recovery")]
+    assert all(label.startswith("2 ") for label in labels[12:])
+
+
 def test_a_store_that_cannot_be_written_is_a_warning_not_a_failed_asset(instance, tmp_path):
     result, meta = _materialize_eval_results(instance, TrackingResource(tracking_uri=_unwritable_store(tmp_path)))
     assert result.success and meta["mlflow"].value.startswith("not tracked: start a run")
-    assert "mlflow_run_id" not in meta and "continuous/bayes/final_score" in meta  # the figures reach Dagster
+    assert "mlflow_run_id" not in meta and "1 student_grpo/continuous/final_score" in meta  # the figures reach Dagster
     warnings = [str(e.user_message) for e in instance.all_logs(result.run_id) if e.level == logging.WARNING]
     assert any("MLflow tracking off" in w for w in warnings)
 

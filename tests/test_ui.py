@@ -465,8 +465,8 @@ def screenshot_eval_results(chromium: str, server: DevServer, out_dir: Path) -> 
         shots.append(out_dir / "eval_results_asset.png")
         page.screenshot(shots[-1])
         page.click_button("Plots")
-        page.wait_for_text("continuous/student_grpo/final_score")
-        page.scroll_to_text("continuous/student_grpo/belief_mae")  # the students' charts, not the references'
+        page.wait_for_text("1 student_grpo/continuous/final_score")  # the first chart (labels sort by code point)
+        page.scroll_to_text("1 student_grpo/continuous/final_score")
         time.sleep(3)  # the charts draw after their data
         shots.append(out_dir / "eval_results_plots.png")
         page.screenshot(shots[-1])
@@ -558,8 +558,9 @@ def descendants(pid: int) -> list[str]:
 
 def test_make_ui_stops_cleanly_on_ctrl_c_and_names_the_location_rhythm(tmp_path):
     """`make ui` as a user runs it from a terminal: Ctrl-C (SIGINT to the whole foreground process
-    group) stops make, the launcher, dagster dev and every child within seconds; the code location is
-    "rhythm" and the log has no "does not match" warning whatever the checkout's folder is called."""
+    group) stops make, the launcher, `dg dev` and every child within seconds; the code location is
+    "rhythm" and the log has no "does not match" warning whatever the checkout's folder is called, and
+    no "superseded" one (`dagster dev` is)."""
     home = tmp_path / "home"
     home.mkdir()
     shutil.copy(REPO / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
@@ -576,7 +577,7 @@ def test_make_ui_stops_cleanly_on_ctrl_c_and_names_the_location_rhythm(tmp_path)
         names = server.graphql("{ workspaceOrError { ... on Workspace { locationEntries { name } } } }")
         assert [e["name"] for e in names["workspaceOrError"]["locationEntries"]] == ["rhythm"]
         members = descendants(proc.pid)
-        assert len(members) >= 4, members  # the launcher, dagster dev, its webserver and code server
+        assert len(members) >= 4, members  # the launcher, dg dev, its webserver and code server
         started = time.monotonic()
         os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in the terminal sends
         proc.wait(timeout=30)
@@ -594,6 +595,7 @@ def test_make_ui_stops_cleanly_on_ctrl_c_and_names_the_location_rhythm(tmp_path)
                 os.kill(int(pid), signal.SIGKILL)
     text = log.read_text(errors="replace")
     assert "does not match" not in text, text[-3000:]
+    assert "superseded" not in text and "Use 'dg dev'" not in text, text[-3000:]  # make ui runs dg dev itself
     assert str(home) in text or "rhythm ui" in text or "Serving dagster-webserver" in text, text[-3000:]
 
 

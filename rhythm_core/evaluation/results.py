@@ -75,6 +75,26 @@ def validate_results(results: dict) -> None:
 RECOVERY_TEACHERS = ("teacher", "bayes")
 
 
+# A player identity's backend (the rollouts manifest's `players`) for a model checkpoint that played:
+# a student, whatever its name (`rhythm eval --name grpo`, the pipeline's student_grpo and student_sft).
+STUDENT_BACKEND = "checkpoint"
+
+
+def is_student(identity: dict | None) -> bool:
+    return (identity or {}).get("backend") == STUDENT_BACKEND
+
+
+def student_names(results: dict) -> list[str]:
+    """The students of an eval_results document, in playing order: the players whose identity (the
+    rollouts manifest's, kept in the provenance) is a checkpoint. A document without identities (an
+    older or a hand-made one): the players named student*."""
+    players = results.get("provenance", {}).get("players")
+    agents = dict.fromkeys(a for block in results["conditions"].values() for a in block["agents"])
+    if players is None:
+        return [a for a in agents if a.startswith("student")]
+    return [a for a in agents if is_student(players.get(a))]
+
+
 def recovery(score: float, heuristic: float, teacher: float) -> float | None:
     """How much of the teacher's margin over the heuristic a player recovers: (score - heuristic) /
     (teacher - heuristic). 1.0 matches the teacher, 0 the heuristic, below 0 is worse than the
@@ -108,6 +128,7 @@ def compute_results(rollouts_dir, grader: str, *, compare_grader: str = "v2", pr
         graded = {p: {g: get_grader(g).grade_batch(batch) for g in graders} for p, batch in batches.items()}
         heuristic = graded.get("heuristic")
         reference = next((p for p in RECOVERY_TEACHERS if p in graded), None)
+        students = {p for p in players if is_student(manifest["players"].get(p))}
         agents = {}
         for player, batch in batches.items():
             by_grader = {}
@@ -121,7 +142,7 @@ def compute_results(rollouts_dir, grader: str, *, compare_grader: str = "v2", pr
             wins = rec = None
             if heuristic is not None and player != "heuristic":
                 wins = float(np.mean(graded[player][grader][0] > heuristic[grader][0]))
-                if reference is not None and player.startswith("student"):
+                if reference is not None and player in students:
                     rec = recovery(main["final_score"], float(heuristic[grader][0].mean()),
                                    float(graded[reference][grader][0].mean()))
             agents[player] = {
@@ -132,7 +153,7 @@ def compute_results(rollouts_dir, grader: str, *, compare_grader: str = "v2", pr
                 "action_distribution": {a: float(c) for a, c in zip(ACTIONS, counts)},
                 "by_grader": by_grader,
             }
-            if player.startswith("student") and "bayes" in batches:
+            if player in students and "bayes" in batches:
                 agents[player]["belief_gap_vs_teacher"] = paired_belief_gap(batch, batches["bayes"])
             if player == "teacher":  # the configured teacher played on these seeds (include_teacher)
                 agents[player]["teacher_id"] = manifest["players"].get(player, {}).get("id")
@@ -143,14 +164,12 @@ def compute_results(rollouts_dir, grader: str, *, compare_grader: str = "v2", pr
     return out
 
 
-# Agents whose answers can be invalid: the students and an API teacher (the other baselines are code).
-ANSWERING_AGENTS = ("student", "teacher")
-
-
 def headline_figures(results: dict, decimals: int = 4) -> dict[str, float]:
-    """The numbers to chart across evaluations, flat as "condition/agent/metric": every agent's
-    `final_score` (active grader), `belief_mae` where it states beliefs, `invalid_rate` of the agents
-    that answer in text, and each student's `recovery`; rounded to `decimals`."""
+    """Every figure of an evaluation worth tracking (its MLflow run's metrics), flat as
+    "condition/agent/metric": every agent's `final_score` (active grader), `belief_mae` where it states
+    beliefs, `invalid_rate` of the agents that answer in text (the students and an API teacher: the
+    other references are code), and each student's `recovery`; rounded to `decimals`."""
+    answering = {*student_names(results), "teacher"}
     out = {}
     for condition, block in results["conditions"].items():
         for agent, m in block["agents"].items():
@@ -158,11 +177,35 @@ def headline_figures(results: dict, decimals: int = 4) -> dict[str, float]:
             out[f"{key}/final_score"] = m["final_score"]
             if m["belief_mae"] is not None:
                 out[f"{key}/belief_mae"] = m["belief_mae"]
-            if agent.startswith(ANSWERING_AGENTS):
+            if agent in answering:
                 out[f"{key}/invalid_rate"] = m["invalid_rate"]
             if m.get("recovery") is not None:
                 out[f"{key}/recovery"] = m["recovery"]
     return {k: round(float(v), decimals) for k, v in out.items()}
+
+
+# Dagster's Plots view charts every numeric metadata entry of an asset, two to a row, in the order of
+# their labels by code point (dagster-webserver 1.13's AssetMaterializationGraphs sorts them), so the
+# labels set the order: rank 1, each student's score and recovery per condition side by side, before
+# rank 2, its belief MAE and invalid rate.
+PLOTTED = (("1", ("final_score", "recovery")), ("2", ("belief_mae", "invalid_rate")))
+
+
+def plotted_figures(results: dict, decimals: int = 4) -> dict[str, float]:
+    """The students' figures to chart across evaluations, as "<rank> <student>/<condition>/<metric>"
+    (PLOTTED) in the order a view sorting labels shows them: every student's score and recovery per
+    condition first. The references are not charted: their scores are the same every week on the same
+    seeds, and the results table and the evaluation's MLflow run keep them."""
+    figures = headline_figures(results, decimals)
+    out = {}
+    for rank, metrics in PLOTTED:
+        for student in student_names(results):
+            for condition in results["conditions"]:
+                for metric in metrics:
+                    value = figures.get(f"{condition}/{student}/{metric}")
+                    if value is not None:
+                        out[f"{rank} {student}/{condition}/{metric}"] = value
+    return dict(sorted(out.items()))
 
 
 MAX_INVALID_RATE = 0.05  # the most invalid answers a student may give (the evaluation check, the registry's floor)
@@ -176,11 +219,12 @@ def student_gaps(results: dict) -> dict[str, dict[str, float]]:
     want <= 0.02), `belief_gap_se` (that gap's standard error, paired week by week) and
     `invalid_rate` (want <= MAX_INVALID_RATE)."""
     out = {"score_vs_heuristic": {}, "belief_mae_vs_teacher": {}, "belief_gap_se": {}, "invalid_rate": {}}
+    students = set(student_names(results))
     for condition, block in results["conditions"].items():
         agents = block["agents"]
         references = [agents[r]["final_score"] for r in ("heuristic", "fallback") if r in agents]
         for agent, m in agents.items():
-            if not agent.startswith("student"):
+            if agent not in students:
                 continue
             key = f"{condition}/{agent}"
             out["invalid_rate"][key] = round(m["invalid_rate"], 4)

@@ -5,6 +5,7 @@
     callback  transformers' MLflow integration as `report_to="mlflow"` selects it, logging every
               training step into the run its owner opened (MLFLOW_RUN_ID), across SFT's two phases
     registry  which evaluated student is registered, and the promotion rule for alias `champion`
+    ui_link   the link `make mlflow` prints: the rhythm experiment's runs, its id read from the store
 
 Who opens a run owns it: the Dagster assets open one per materialization and hand its id to the
 training subprocess through the environment (`Tracker.subprocess_env`); outside Dagster,

@@ -9,7 +9,7 @@ import dagster as dg
 
 from rhythm_core.artifacts import StageIncomplete, verify_artifact
 from rhythm_core.env.conditions import CONDITIONS
-from rhythm_core.evaluation.results import append_history, eval_results_stage, headline_figures, history_markdown
+from rhythm_core.evaluation.results import append_history, eval_results_stage, history_markdown, plotted_figures
 from rhythm_core.evaluation.rollouts import (
     DEFAULT_EVAL_SEEDS,
     EVAL_BASELINES,
@@ -137,7 +137,7 @@ def publish_eval_rollouts(context: dg.OpExecutionContext, plan: dict, continuous
         "artifact_path": dg.MetadataValue.path(result["dir"]),
         "episodes": sum(f["episodes"] for f in files.values()),
         **{f"invalid_rate_{f['player']}_{f['condition']}": f["invalid_rate"] for f in files.values()
-           if f["player"].startswith("student")},
+           if f["player"] in plan["checkpoints"]},  # the students
         "seeds": dg.MetadataValue.json(plan["seeds"]), "sampling": dg.MetadataValue.json(plan["sampling"]),
         "base_model": sft.get("base_model"),
         **({"teacher": teacher_play["identity"]["id"],
@@ -212,9 +212,10 @@ def eval_results(context: dg.AssetExecutionContext, eval_rollouts: dict, trackin
                              rollouts_version=eval_rollouts["version"])
     scores = {f"{c}/{a}": m["final_score"] for c, block in result["results"]["conditions"].items()
               for a, m in block["agents"].items()}
-    # One number per key, so the asset's Plots tab charts each across materializations (drift
-    # between weekly re-evaluations without opening a file).
-    headline = headline_figures(result["results"])
+    # One number per key, so the asset's Plots view charts each across materializations (drift between
+    # weekly re-evaluations without opening a file): the students' figures, labelled so that each
+    # student's score and recovery per condition come first; every agent's score is in `scores`.
+    plotted = plotted_figures(result["results"])
     tracked = tracking.log_evaluation(context, result, eval_rollouts)  # an MLflow run linked to the students' runs
     slim = {**{k: v for k, v in result.items() if k != "results"}, "mlflow_run_id": tracked.run_id}
     return versioned_output(slim, {
@@ -230,6 +231,6 @@ def eval_results(context: dg.AssetExecutionContext, eval_rollouts: dict, trackin
         "seeds": dg.MetadataValue.json(result["results"]["provenance"].get("seeds", {})),
         "base_model": result["results"]["provenance"].get("base_model"),
         "headline_student": result["results"]["provenance"].get("headline_student", "student_grpo"),
-        **{key: dg.MetadataValue.float(value) for key, value in headline.items()}, **tracked.metadata(),
+        **{key: dg.MetadataValue.float(value) for key, value in plotted.items()}, **tracked.metadata(),
         **lineage_metadata(context, {"eval_rollouts": eval_rollouts}),
     })
