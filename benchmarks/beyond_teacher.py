@@ -42,10 +42,12 @@ def reference_scores(name: str, condition: str, seeds: list[int]) -> tuple[np.nd
 def train(teacher: str, rewards: list[str], seeds: list[int], out: Path, log) -> dict[str, str]:
     """The SFT student distilled from `teacher` and a GRPO student per (reward, seed): name -> model dir."""
     from rhythm_core.artifacts import write_result
+    from rhythm_core.data.stages import dataset_stage
     from rhythm_core.distill import DEFAULT_TEACHER_SEEDS
-    from rhythm_core.stages import dataset_stage, teacher_stage, train_and_publish
     from rhythm_core.teacher.settings import TeacherSettings
+    from rhythm_core.teacher.stage import teacher_stage
     from rhythm_core.training.entry import run_stage
+    from rhythm_core.training.publish import train_and_publish
 
     root = out / teacher
     started = time.perf_counter()

@@ -62,9 +62,10 @@ def sizes(smoke: bool) -> dict:
 def stage_prepare(work: Path, smoke: bool, device: str) -> dict:
     import datasets
 
+    from rhythm_core.data.stages import dataset_stage
     from rhythm_core.protocol import system_prompt
-    from rhythm_core.stages import dataset_stage, teacher_stage
     from rhythm_core.teacher.settings import TeacherSettings
+    from rhythm_core.teacher.stage import teacher_stage
     from tests.qwen2_standin import QWEN25_3B_SHAPE, build_qwen2_standin
 
     size = sizes(smoke)

@@ -57,7 +57,8 @@ def bayes(tmp: Path, n: int, workers: list[int]) -> None:
 
 
 def stages(tmp: Path, seeds: str) -> None:
-    from rhythm_core.stages import dataset_stage, reeval_stage, teacher_stage
+    from rhythm_core.data.stages import dataset_stage, reeval_stage
+    from rhythm_core.teacher.stage import teacher_stage
 
     timings = {}
     start = time.perf_counter()

@@ -25,11 +25,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from rhythm_core.data.stages import dataset_stage  # noqa: E402
 from rhythm_core.distill import PRESETS  # noqa: E402
 from rhythm_core.evaluation.results import eval_results_stage  # noqa: E402
 from rhythm_core.evaluation.rollouts import eval_rollouts_stage  # noqa: E402
-from rhythm_core.stages import dataset_stage, teacher_stage  # noqa: E402
 from rhythm_core.teacher.settings import TeacherSettings  # noqa: E402
+from rhythm_core.teacher.stage import teacher_stage  # noqa: E402
 from rhythm_core.training.sft import SFTRunConfig, run_sft  # noqa: E402
 
 

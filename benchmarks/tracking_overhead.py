@@ -38,8 +38,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
 
-    from rhythm_core.stages import dataset_stage, teacher_stage
+    from rhythm_core.data.stages import dataset_stage
     from rhythm_core.teacher.settings import TeacherSettings
+    from rhythm_core.teacher.stage import teacher_stage
     from rhythm_core.tracking import Tracker, local_store_uri
 
     root = Path(tempfile.mkdtemp(prefix="tracking-overhead-"))

@@ -38,8 +38,9 @@ def main() -> None:
     import datasets
     import numpy as np
 
-    from rhythm_core.stages import dataset_stage, teacher_stage
+    from rhythm_core.data.stages import dataset_stage
     from rhythm_core.teacher.settings import TeacherSettings
+    from rhythm_core.teacher.stage import teacher_stage
     from rhythm_core.training.sft import _to_prompt_completion, conversation_lengths, with_system_prompt
     from rhythm_core.training.tiny import corpus_from_dataset
     from tests.qwen2_standin import train_qwen2_tokenizer

@@ -13,11 +13,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .artifacts import write_result
+from .data.stages import dataset_stage, reeval_stage
 from .evaluation.results import eval_results_stage
 from .evaluation.rollouts import DEFAULT_EVAL_SEEDS, eval_rollouts_stage
-from .stages import dataset_stage, reeval_stage, teacher_stage, train_and_publish
 from .teacher.settings import TeacherSettings
+from .teacher.stage import teacher_stage
 from .training.entry import run_stage
+from .training.publish import train_and_publish
 
 # 2,000 Bayesian-teacher weeks (teacher ~15 s, dataset ~15 s on a 2-core CPU). At 256 the recipe's
 # student did not learn the belief; at 1,000 it learned it but stayed shy of extreme profiles (beliefs

@@ -156,7 +156,7 @@ def _watch(instance, run_id: str, assets: list[str], say, done: threading.Event)
 
 def main() -> int:
     os.environ.update({k: v for k, v in QUIET_ENV.items() if k not in os.environ})
-    from rhythm_core.forked import sigterm_interrupts
+    from rhythm_core.processes import sigterm_interrupts
 
     with sigterm_interrupts():  # `kill` stops the run as Ctrl-C does; every process it started dies with it
         return _run_demo()

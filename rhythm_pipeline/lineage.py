@@ -165,7 +165,7 @@ def cli(argv: list[str]) -> int:
     import os
     import sys
 
-    from rhythm_core.cli_parsing import OneLineParser
+    from rhythm_core.cli.parsing import OneLineParser
 
     parser = OneLineParser(prog="rhythm lineage", description=DESCRIPTION)
     parser.add_argument("asset", help="asset key, e.g. eval_results")

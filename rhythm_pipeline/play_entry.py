@@ -12,7 +12,7 @@ import traceback
 from dagster_pipes import open_dagster_pipes
 
 from rhythm_core.evaluation.entry import play_students
-from rhythm_core.forked import die_with_parent, parent_pid
+from rhythm_core.processes import die_with_parent, parent_pid
 
 
 def main() -> int:

@@ -12,9 +12,10 @@ import pytest
 
 from rhythm_core.artifacts import ArtifactChanged, remove_stale_staging, staging_dir, verify_artifact
 from rhythm_core.cli import main
+from rhythm_core.data.stages import dataset_stage, reeval_stage
 from rhythm_core.outputs import FILES_MANIFEST
-from rhythm_core.stages import dataset_stage, reeval_stage, teacher_stage
 from rhythm_core.teacher.settings import TeacherSettings
+from rhythm_core.teacher.stage import teacher_stage
 
 
 @pytest.fixture

@@ -184,7 +184,7 @@ def _echo_or_fail(text: str) -> str:
 def test_students_played_side_by_side_give_the_records_of_one_after_the_other(sft_result):
     """Two plays in forked workers, one torch thread each, return what the same plays return here,
     in the order of the jobs; a worker's error is raised in the caller."""
-    from rhythm_core.forked import forked_workers
+    from rhythm_core.processes import forked_workers
     from rhythm_core.training.side_by_side import run_side_by_side
 
     model = sft_result[0]["model_dir"]

@@ -594,7 +594,7 @@ def test_build_wheel_packages_the_working_tree(tmp_path):
 
 def test_fetch_training_result_downloads_the_revision_and_localizes_paths(make_hub, inputs, tmp_path):
     from rhythm_core.compute.hf_jobs import fetch_training_result
-    from rhythm_core.stages import publish_checkpoint
+    from rhythm_core.training.publish import publish_checkpoint
 
     hub = make_hub()
     job, _ = _run(hub, inputs)

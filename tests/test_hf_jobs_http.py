@@ -62,8 +62,9 @@ def test_training_and_evaluation_run_as_jobs_with_the_local_backends_artifacts(t
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory) -> str:
-    from rhythm_core.stages import dataset_stage, teacher_stage
+    from rhythm_core.data.stages import dataset_stage
     from rhythm_core.teacher.settings import TeacherSettings
+    from rhythm_core.teacher.stage import teacher_stage
 
     root = tmp_path_factory.mktemp("data")
     return dataset_stage(teacher_stage(TeacherSettings(), "continuous", "1000-1007", root), root)["path"]
@@ -165,8 +166,8 @@ def test_the_published_recipe_runs_as_jobs_on_a_qwen2_shaped_stand_in(tmp_path, 
     import datasets
 
     from rhythm_core.data.stages import dataset_stage
-    from rhythm_core.stages import teacher_stage
     from rhythm_core.teacher.settings import TeacherSettings
+    from rhythm_core.teacher.stage import teacher_stage
     from rhythm_core.training.tiny import corpus_from_dataset
     from rhythm_pipeline.definitions import defs
     from rhythm_pipeline.defs.jobs import PUBLISHED_CONFIG

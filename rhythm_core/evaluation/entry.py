@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..artifacts import LOG_PREFIX, write_result
-from ..forked import die_with_parent, parent_pid
+from ..processes import die_with_parent, parent_pid
 from .rollouts import play_condition
 
 

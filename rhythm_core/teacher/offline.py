@@ -18,7 +18,7 @@ from ..agents import Agent, BayesAgent, SearchAgent
 from ..agents.rollout import play_lockstep
 from ..env import VectorRhythmEnv
 from ..env.spec import ACTIONS, belief_to_dict
-from ..forked import forked_pool, forked_workers
+from ..processes import forked_pool, forked_workers
 from ..protocol import format_answer, parse_answer, render_user_prompt
 from .budget import zero_usage
 from .records import episode_record, step_record, teacher_protocol

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from ..artifacts import LOG_PREFIX, write_result
-from ..forked import die_with_parent, parent_pid
+from ..processes import die_with_parent, parent_pid
 
 
 def run_stage(stage: str, config: dict, dataset: str, out: str, init: str | None = None, on_log=None,

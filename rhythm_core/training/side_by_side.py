@@ -6,7 +6,7 @@ does not keep two cores busy: 100 greedy weeks took 14.0 s with two torch thread
 other takes ~30 s. So work that plays several students (the gate's two students, an evaluation
 condition's players) hands each to a worker process with `threads // workers` torch threads.
 
-The workers are forked (`rhythm_core.forked`: a spawned worker would import torch and transformers
+The workers are forked (`rhythm_core.processes`: a spawned worker would import torch and transformers
 again, ~5 s). A forked worker sets its torch pool to its share before it runs anything; with one
 thread a worker never enters an OpenMP parallel region, the pattern of torch's own DataLoader
 workers, which is what makes forking a process that has already run threaded torch safe. Where
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ..forked import forked_pool, forked_workers
+from ..processes import forked_pool, forked_workers
 
 
 def plays_on_cuda() -> bool:

@@ -100,7 +100,7 @@ class ComputeResource(dg.ConfigurableResource):
         import sys
 
         from rhythm_core.compute.threads import thread_env
-        from rhythm_core.forked import child_env
+        from rhythm_core.processes import child_env
         from rhythm_pipeline.defs.executor import step_thread_budget
 
         extras = {"stage": stage, "config": config, "dataset": dataset_dir, "out": out_dir, "init": init_dir,
@@ -128,7 +128,7 @@ class ComputeResource(dg.ConfigurableResource):
         import sys
 
         from rhythm_core.compute.threads import thread_env
-        from rhythm_core.forked import child_env
+        from rhythm_core.processes import child_env
 
         extras = {"config": config, "checkpoints": checkpoints, "out": out_dir, "threads": threads}
         invocation = dg.PipesSubprocessClient(env={**thread_env(threads), **child_env()}).run(

@@ -9,10 +9,11 @@ import dagster as dg
 from rhythm_core.agents.bayes import PLAN_GRADER
 from rhythm_core.artifacts import StageIncomplete
 from rhythm_core.code_version import grader_version
+from rhythm_core.data.stages import dataset_stage, reeval_stage
 from rhythm_core.distill import DEFAULT_TEACHER_SEEDS
 from rhythm_core.env.spec import ENV_VERSION
 from rhythm_core.protocol import DEFAULT_PROMPT_FORMAT, DEFAULT_REASONING
-from rhythm_core.stages import dataset_stage, reeval_stage, teacher_stage
+from rhythm_core.teacher.stage import teacher_stage
 from rhythm_pipeline.defs.resources import HubResource, TeacherResource
 from rhythm_pipeline.lineage import lineage_metadata, versioned_output
 from rhythm_pipeline.settings import ACTIVE_GRADER, GRADING_AUTOMATION, GRADING_TAGS, artifact_root, code_version

@@ -9,8 +9,8 @@ import pydantic
 
 from rhythm_core.artifacts import verify_artifact
 from rhythm_core.compute.costs import cost_figures
-from rhythm_core.stages import push_checkpoint, train_and_publish
 from rhythm_core.training.grpo import GRPORunConfig
+from rhythm_core.training.publish import push_checkpoint, train_and_publish
 from rhythm_core.training.sft import SFTRunConfig
 from rhythm_pipeline.defs.resources import ComputeResource, HubResource
 from rhythm_pipeline.defs.tracking import TrackingResource

@@ -1,8 +1,8 @@
 """The `rhythm` command line.
 
-Each command checks every argument before any work (`cli_checks.check_*`: types, ranges, names, seed
+Each command checks every argument before any work (`checks.check_*`: types, ranges, names, seed
 roles, a paid backend's key, where it writes); a mistake prints one line naming the argument or file
-and exits 2 with nothing written, argparse's own mistakes included (`cli_parsing`). Outputs follow `rhythm_core.outputs`: written beside their place and renamed
+and exits 2 with nothing written, argparse's own mistakes included (`parsing`). Outputs follow `rhythm_core.outputs`: written beside their place and renamed
 into it; an existing output is replaced only when it is ours or with --overwrite. A bug keeps its
 traceback; `--debug` (or RHYTHM_DEBUG=1) shows a mistake's traceback too.
 """
@@ -14,7 +14,10 @@ import json
 import os
 import sys
 
-from .cli_checks import (
+from ..env.conditions import CONDITIONS
+from ..errors import BadInput, UserError
+from ..protocol import DEFAULT_PROMPT_FORMAT, DEFAULT_REASONING, PROMPT_FORMATS, REASONING
+from .checks import (
     agents_arg,
     check_baselines,
     check_dataset,
@@ -23,17 +26,14 @@ from .cli_checks import (
     check_reeval,
     check_teacher,
 )
-from .cli_parsing import HelpFormatter, OneLineParser, package_version, plugin_commands, plugin_description
-from .env.conditions import CONDITIONS
-from .errors import BadInput, UserError
-from .protocol import DEFAULT_PROMPT_FORMAT, DEFAULT_REASONING, PROMPT_FORMATS, REASONING
+from .parsing import HelpFormatter, OneLineParser, package_version, plugin_commands, plugin_description
 
 
 def _cmd_baselines(args) -> int:
     import polars as pl
     from tqdm import tqdm
 
-    from .evaluation.baselines import BASELINE_AGENTS, baselines_table, run_baselines
+    from ..evaluation.baselines import BASELINE_AGENTS, baselines_table, run_baselines
 
     seeds = args.seed_list
     agents = args.agents or list(BASELINE_AGENTS)
@@ -53,8 +53,8 @@ def _cmd_baselines(args) -> int:
 def _cmd_teacher(args) -> int:
     from tqdm import tqdm
 
-    from .compute.threads import available_cores
-    from .teacher.run import run_teacher
+    from ..compute.threads import available_cores
+    from ..teacher.run import run_teacher
 
     settings, seeds, purpose = args.settings, args.seed_list, args.purpose_stamp
     with tqdm(total=len(seeds), desc=f"teacher {settings.teacher_id}", unit="ep", file=sys.stderr) as bar:
@@ -82,7 +82,7 @@ def _cmd_teacher(args) -> int:
 
 
 def _cmd_reeval(args) -> int:
-    from .data.reeval_report import reeval_file
+    from ..data.reeval_report import reeval_file
 
     report = reeval_file(args.jsonl, args.grader, args.out, compare_grader=args.compare, overwrite=args.overwrite)
     print(report.markdown())
@@ -91,13 +91,13 @@ def _cmd_reeval(args) -> int:
 
 
 def _cmd_dataset(args) -> int:
-    from .data.sft_dataset import build_sft_dataset, save_sft_dataset
-    from .teacher.trajectories import read_trajectories
+    from ..data.sft_dataset import build_sft_dataset, save_sft_dataset
+    from ..teacher.trajectories import read_trajectories
 
     records = read_trajectories(args.jsonl, allow_truncated_tail=False).records
     keep = None
     if args.filter == "beat_heuristic":
-        from .data.reeval_report import seeds_where_teacher_beats_heuristic
+        from ..data.reeval_report import seeds_where_teacher_beats_heuristic
 
         keep = seeds_where_teacher_beats_heuristic(records, args.grader)
     dataset = build_sft_dataset(records, validation_fraction=args.validation_fraction, keep_seeds=keep,
@@ -114,10 +114,10 @@ def _cmd_dataset(args) -> int:
 def _cmd_eval(args) -> int:
     from tqdm import tqdm
 
-    from .evaluation.results import eval_results_stage
-    from .evaluation.rollouts import eval_rollouts_stage
-    from .training.generation import SamplingConfig
-    from .training.models import checkpoint_info
+    from ..evaluation.results import eval_results_stage
+    from ..evaluation.rollouts import eval_rollouts_stage
+    from ..training.generation import SamplingConfig
+    from ..training.models import checkpoint_info
 
     model_dir, seeds, baselines = args.model_dir, args.seed_specs, args.baseline_list
     sampling = SamplingConfig(max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed)
@@ -134,7 +134,7 @@ def _cmd_eval(args) -> int:
 
 
 def _cmd_distill(args) -> int:
-    from .distill import run_distillation
+    from ..distill import run_distillation
 
     summary = run_distillation(args.out, args.preset, grader=args.grader)
     print(f"summary: {args.out}/distill_summary.json; results: {summary['results_json']}")
@@ -146,7 +146,7 @@ def _cmd_plugin(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .graders import GRADERS
+    from ..graders import GRADERS
 
     parser = OneLineParser(prog="rhythm", description="RhythmEnv distillation toolkit", formatter_class=HelpFormatter)
     parser.add_argument("--version", action="version", version=f"rhythm {package_version()}")
@@ -169,7 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--agents", type=agents_arg, default=None, help="comma-separated agent names (default: all)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
 
-    from .teacher.settings import REASONING_EFFORTS, STRUCTURED_OUTPUT_MODES, TeacherSettings
+    from ..teacher.settings import REASONING_EFFORTS, STRUCTURED_OUTPUT_MODES, TeacherSettings
 
     defaults = TeacherSettings()
     p = command("teacher", "play teacher episodes into a resumable JSONL file", _cmd_teacher, check_teacher)
@@ -241,7 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "these teacher records, and the running belief), none (belief and action), or full (the "
                         "teacher's own reasoning)")
 
-    from .evaluation.rollouts import DEFAULT_EVAL_SEEDS, EVAL_BASELINES
+    from ..evaluation.rollouts import DEFAULT_EVAL_SEEDS, EVAL_BASELINES
 
     p = command("eval", "play a checkpoint and the baselines on the evaluation seeds, then grade", _cmd_eval,
                 check_eval)
@@ -261,7 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature, 0 to 2 (0: greedy)")
     p.add_argument("--seed", type=int, default=0, help="sampling seed")
 
-    from .distill import DEFAULT_PRESET, PRESETS
+    from ..distill import DEFAULT_PRESET, PRESETS
 
     p = command("distill", "run the whole recipe (teacher to evaluation) with a named preset", _cmd_distill,
                 check_distill)
@@ -291,8 +291,8 @@ def _fail(command: str, exc: BaseException, debug: bool) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .artifacts import StageIncomplete
-    from .forked import sigterm_interrupts
+    from ..artifacts import StageIncomplete
+    from ..processes import sigterm_interrupts
 
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()

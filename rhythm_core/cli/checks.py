@@ -9,13 +9,13 @@ import argparse
 import math
 import os
 
-from .env.conditions import check_seed, check_training_seeds, parse_seeds
-from .errors import BadInput
+from ..env.conditions import check_seed, check_training_seeds, parse_seeds
+from ..errors import BadInput
 
 
 def agents_arg(text: str) -> list[str]:
     """`--agents`: comma-separated agent names, each one rhythm_core.agents knows."""
-    from .agents import AGENTS
+    from ..agents import AGENTS
 
     names = [a.strip() for a in text.split(",") if a.strip()]
     unknown = [a for a in names if a not in AGENTS]
@@ -34,17 +34,17 @@ def check_baselines(args) -> None:
 
 
 def check_teacher(args) -> None:
-    from .outputs import check_output_file
-    from .teacher.settings import TeacherSettings
-    from .teacher.trajectories import TrajectoryError, check_resumable
+    from ..outputs import check_output_file
+    from ..teacher.settings import TeacherSettings
+    from ..teacher.trajectories import TrajectoryError, check_resumable
 
     args.purpose_stamp = None
     if args.purpose == "training":  # evaluation seeds never become training data
         args.seed_list = parse_seeds(args.seeds)
         check_training_seeds(args.condition, args.seed_list)
     else:
-        from .env.conditions import eval_seed_list
-        from .evaluation.teacher_play import EVALUATION_PURPOSE
+        from ..env.conditions import eval_seed_list
+        from ..evaluation.teacher_play import EVALUATION_PURPOSE
 
         args.seed_list = eval_seed_list(args.condition, args.seeds)  # refuses anything but evaluation seeds
         args.purpose_stamp = EVALUATION_PURPOSE
@@ -92,14 +92,14 @@ def _as_flags(message: str) -> str:
 
 
 def check_reeval(args) -> None:
-    from .outputs import check_input_file, check_output_dir
+    from ..outputs import check_input_file, check_output_dir
 
     check_input_file(args.jsonl, arg="--jsonl")
     check_output_dir(args.out, "reeval_report", inputs=[("--jsonl", args.jsonl)], overwrite=args.overwrite)
 
 
 def check_dataset(args) -> None:
-    from .outputs import check_input_file, check_output_dir
+    from ..outputs import check_input_file, check_output_dir
 
     if not 0 < args.validation_fraction < 1:
         raise BadInput(f"--validation-fraction must be above 0 and below 1, got {args.validation_fraction}")
@@ -108,11 +108,11 @@ def check_dataset(args) -> None:
 
 
 def check_eval(args) -> None:
-    from .env.conditions import eval_seed_list
-    from .evaluation.rollouts import EVAL_BASELINES
-    from .evaluation.teacher_play import TEACHER_PLAYER
-    from .outputs import check_output_root
-    from .training.models import resolve_model_dir
+    from ..env.conditions import eval_seed_list
+    from ..evaluation.rollouts import EVAL_BASELINES
+    from ..evaluation.teacher_play import TEACHER_PLAYER
+    from ..outputs import check_output_root
+    from ..training.models import resolve_model_dir
 
     args.seed_specs = {"continuous": args.continuous_seeds, "ood": args.ood_seeds, "discrete3": args.discrete3_seeds}
     for condition, spec in args.seed_specs.items():
@@ -138,6 +138,6 @@ def check_eval(args) -> None:
 
 
 def check_distill(args) -> None:
-    from .outputs import check_output_root
+    from ..outputs import check_output_root
 
     check_output_root(args.out)
