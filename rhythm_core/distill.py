@@ -15,7 +15,7 @@ from pathlib import Path
 from .artifacts import write_result
 from .data.stages import dataset_stage, reeval_stage
 from .evaluation.results import eval_results_stage
-from .evaluation.rollouts import DEFAULT_EVAL_SEEDS, eval_rollouts_stage
+from .evaluation.rollouts import DEFAULT_EVAL_SEEDS, eval_rollouts_stage, teacher_player
 from .teacher.settings import TeacherSettings
 from .teacher.stage import teacher_stage
 from .training.entry import run_stage
@@ -103,10 +103,15 @@ def run_distillation(out, preset: str | dict = DEFAULT_PRESET, *, grader: str = 
     else:
         data = _published(Path(reuse_sft_from), "sft_dataset")
 
+    # what the checkpoints record of their data (the evaluation names the teacher they were distilled from)
+    made_from = data.get("provenance") or json.loads((Path(data["path"]) / "provenance.json").read_text())
+    provenance = {"sft_dataset": data["path"], "sft_dataset_version": data["version"],
+                  "teacher": made_from["teacher"]["id"]}
+
     def train(stage, config, init=None):
         def run(staged):
             write_result(staged, run_stage(stage, config, data["path"], str(staged), init, on_log=lambda e: log(
-                json.dumps({k: v for k, v in e.items() if not isinstance(v, dict)}))))
+                json.dumps({k: v for k, v in e.items() if not isinstance(v, dict)})), provenance=provenance))
 
         return train_and_publish(root, f"{stage}_checkpoint", run)
 
@@ -125,7 +130,8 @@ def run_distillation(out, preset: str | dict = DEFAULT_PRESET, *, grader: str = 
     rollouts = timed("eval_rollouts", lambda: eval_rollouts_stage(
         students, spec["eval_seeds"], root, log=log,
         provenance={"preset": name, "teacher_seeds": spec["teacher_seeds"], "dataset": spec.get("dataset", {}),
-                    "sft": spec["sft"], "grpo": spec["grpo"] if with_grpo else None}))
+                    "sft": spec["sft"], "grpo": spec["grpo"] if with_grpo else None,
+                    "distilled_from": teacher_player(sft["model_dir"])}))
     results = timed("eval_results", lambda: eval_results_stage(rollouts["dir"], grader, root))
     summary = {"preset": name, "timings_s": timings, "results_json": results["json"],
                "sft": {k: sft.get(k) for k in ("final_train_loss", "eval_loss", "valid_answer_rate_after", "steps",

@@ -83,6 +83,25 @@ def posterior_along(meters_history: np.ndarray, action_history: np.ndarray,
     return mu, cov
 
 
+def information_gain(cov: np.ndarray, meters: np.ndarray, slot: int) -> np.ndarray:
+    """Expected reduction of the summed belief variance (N, 10) each action would bring to posteriors
+    with covariance `cov` (N, 9, 9) from `meters` (N, 5) in `slot`."""
+    n, a = len(meters), len(ACTIONS)
+    h = profile_jacobian(np.tile(np.arange(a), n), slot, np.repeat(meters, a, axis=0))
+    cov = np.repeat(cov, a, axis=0)
+    g = h @ cov @ _W.T  # (N*A, 5, 3)
+    s = h @ cov @ h.transpose(0, 2, 1) + NOISE_SD**2 * np.eye(len(METERS))
+    reduction = np.einsum("nji,nji->n", g, np.linalg.solve(s, g))
+    return reduction.reshape(n, a)
+
+
+def information_bonus(cov: np.ndarray, meters: np.ndarray, step: int, info_weight: float = INFO_WEIGHT) -> np.ndarray:
+    """What the teachers add to an action's value for what it would reveal (N, 10): the expected
+    reduction of belief variance, weighted by `info_weight` and by the share of the week still to come."""
+    remaining = (STEPS_PER_EPISODE - step) / STEPS_PER_EPISODE
+    return info_weight * remaining * information_gain(cov, meters, step % len(SLOTS))
+
+
 class BayesAgent(Agent):
     name = "bayes"
     emits_belief = True
@@ -121,13 +140,7 @@ class BayesAgent(Agent):
 
     def information_gain(self, meters: np.ndarray, slot: int) -> np.ndarray:
         """Expected reduction of the summed belief variance for each action (N, 10)."""
-        n, a = len(meters), len(ACTIONS)
-        h = profile_jacobian(np.tile(np.arange(a), n), slot, np.repeat(meters, a, axis=0))
-        cov = np.repeat(self.cov, a, axis=0)
-        g = h @ cov @ _W.T  # (N*A, 5, 3)
-        s = h @ cov @ h.transpose(0, 2, 1) + NOISE_SD**2 * np.eye(len(METERS))
-        reduction = np.einsum("nji,nji->n", g, np.linalg.solve(s, g))
-        return reduction.reshape(n, a)
+        return information_gain(self.cov, meters, slot)
 
     # ---- acting -----------------------------------------------------------------------------
     def plan(self, obs: BatchObservation, factors: np.ndarray) -> np.ndarray:
@@ -138,9 +151,7 @@ class BayesAgent(Agent):
     def act(self, obs: BatchObservation) -> Decision:
         self._update(obs)
         values = self.plan(obs, self.factor_estimate())
-        remaining = (STEPS_PER_EPISODE - obs.step) / STEPS_PER_EPISODE
-        info = self.information_gain(obs.meters, obs.slot)
-        total = values + self.info_weight * remaining * info
+        total = values + information_bonus(self.cov, obs.meters, obs.step, self.info_weight)
         actions = total.argmax(axis=1)
         belief, sd = self.belief()
         reasoning = None

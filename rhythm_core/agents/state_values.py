@@ -17,16 +17,18 @@ from ..env import EnvState
 from ..env.dynamics import NOISE_SD, profile_tensor
 from ..env.spec import ACTIONS, METERS, STEPS_PER_EPISODE
 from ..graders import get_grader
-from .bayes import PLAN_GRADER, posterior_along, posterior_factors
+from .bayes import PLAN_GRADER, information_bonus, posterior_along, posterior_factors
 from .montecarlo import PATHS, monte_carlo_values, noise_paths
 
 
 def action_values_at(states: Sequence[EnvState], grader: str = PLAN_GRADER, *, paths: int = PATHS,
-                     noise_sd: float = NOISE_SD, noise_seed: int = 0, rollout_policy: str = "heuristic") -> np.ndarray:
+                     noise_sd: float = NOISE_SD, noise_seed: int = 0, rollout_policy: str = "heuristic",
+                     info_weight: float = 0.0) -> np.ndarray:
     """The Monte-Carlo value (n, 10) of each action at each episode of `states` (n: their episodes in
     order; a state may hold several, and states may be at different steps and conditions): the mean
-    score-to-go of `grader` over `paths` noisy rests of the week under the posterior mean. A pure
-    function of its arguments."""
+    score-to-go of `grader` over `paths` noisy rests of the week under the posterior mean, plus, with
+    `info_weight` > 0, the teachers' bonus for what the action would reveal (the search teacher
+    chooses by the sum at INFO_WEIGHT). A pure function of its arguments."""
     grade = get_grader(grader)
     seeds = np.concatenate([np.asarray(s.seeds, dtype=np.int64) for s in states])
     steps = np.concatenate([np.full(len(s.seeds), s.step, dtype=np.int64) for s in states])
@@ -40,7 +42,8 @@ def action_values_at(states: Sequence[EnvState], grader: str = PLAN_GRADER, *, p
         meters[rows, : s.step + 1] = s.meters_history
         actions[rows, : s.step] = s.action_history
         row = rows.stop
-    factors = posterior_factors(posterior_along(meters, actions, steps)[0])
+    mu, cov = posterior_along(meters, actions, steps)
+    factors = posterior_factors(mu)
     values = np.empty((len(seeds), len(ACTIONS)))
     for step in np.unique(steps):  # lockstep within a step, as the agent plays
         rows = np.flatnonzero(steps == step)
@@ -48,4 +51,6 @@ def action_values_at(states: Sequence[EnvState], grader: str = PLAN_GRADER, *, p
         values[rows] = monte_carlo_values(profile_tensor(f), meters[rows, step], int(step), f, grade.score_to_go(f),
                                           noise_paths(seeds[rows], int(step), paths, noise_seed, noise_sd),
                                           rollout_policy)
+        if info_weight:
+            values[rows] += information_bonus(cov[rows], meters[rows, step], int(step), info_weight)
     return values

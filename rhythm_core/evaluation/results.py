@@ -30,8 +30,11 @@ _METRICS = {
         "belief_mae": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
         "wins_vs_heuristic": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
         "invalid_rate": {"type": "number", "minimum": 0, "maximum": 1},
-        # (score - heuristic) / (teacher - heuristic), students only; null without both references
+        # (score - heuristic) / (teacher - heuristic), students only; null without both references.
+        # The teacher is the condition's recovery_teacher (the one the students were distilled from
+        # where it played); recovery_bayes measures against the Bayesian teacher whatever that was.
         "recovery": {"type": ["number", "null"]},
+        "recovery_bayes": {"type": ["number", "null"]},
         # students: belief MAE minus the Bayesian teacher's, paired week by week on the same seeds
         "belief_gap_vs_teacher": {"type": ["object", "null"], "required": ["mean", "se", "n"],
                                   "properties": {"mean": {"type": "number"}, "se": {"type": "number", "minimum": 0},
@@ -70,8 +73,9 @@ def validate_results(results: dict) -> None:
     jsonschema.validate(results, JSON_SCHEMA)
 
 
-# The teacher that recovery is measured against: the configured teacher when it played the evaluation
-# seeds, else the Bayesian teacher (which produced the training data of the embedded default).
+# The teacher that recovery is measured against: the one the students were distilled from when it
+# played the evaluation seeds (provenance `distilled_from`: an offline teacher's agent, or "teacher",
+# the configured teacher with include_teacher), else the configured teacher, else the Bayesian one.
 RECOVERY_TEACHERS = ("teacher", "bayes")
 
 
@@ -127,7 +131,8 @@ def compute_results(rollouts_dir, grader: str, *, compare_grader: str = "v2", pr
         # (scores, components) of every player under every grader, each graded once
         graded = {p: {g: get_grader(g).grade_batch(batch) for g in graders} for p, batch in batches.items()}
         heuristic = graded.get("heuristic")
-        reference = next((p for p in RECOVERY_TEACHERS if p in graded), None)
+        distilled_from = out["provenance"].get("distilled_from")
+        reference = next((p for p in (distilled_from, *RECOVERY_TEACHERS) if p in graded), None)
         students = {p for p in players if is_student(manifest["players"].get(p))}
         agents = {}
         for player, batch in batches.items():
@@ -139,17 +144,20 @@ def compute_results(rollouts_dir, grader: str, *, compare_grader: str = "v2", pr
             main = by_grader[grader]
             mae = batch.belief_mae()
             counts = np.bincount(batch.actions.ravel(), minlength=len(ACTIONS)) / batch.actions.size
-            wins = rec = None
+            wins = rec = rec_bayes = None
             if heuristic is not None and player != "heuristic":
                 wins = float(np.mean(graded[player][grader][0] > heuristic[grader][0]))
+                base = float(heuristic[grader][0].mean())
                 if reference is not None and player in students:
-                    rec = recovery(main["final_score"], float(heuristic[grader][0].mean()),
-                                   float(graded[reference][grader][0].mean()))
+                    rec = recovery(main["final_score"], base, float(graded[reference][grader][0].mean()))
+                if "bayes" in graded and player in students:
+                    rec_bayes = recovery(main["final_score"], base, float(graded["bayes"][grader][0].mean()))
             agents[player] = {
                 "n_episodes": len(batch), "final_score": main["final_score"], "ci95": main["ci95"],
                 "components": main["components"],
                 "belief_mae": float(np.nanmean(mae)) if batch.has_belief.any() else None,
                 "wins_vs_heuristic": wins, "invalid_rate": float(batch.invalid.mean()), "recovery": rec,
+                "recovery_bayes": rec_bayes,
                 "action_distribution": {a: float(c) for a, c in zip(ACTIONS, counts)},
                 "by_grader": by_grader,
             }
@@ -242,7 +250,8 @@ def markdown_table(results: dict) -> str:
     grader = results["grader"]
     other = [g for g in results["graders"] if g != grader]
     header = f"| condition | agent | {grader} score | 95% CI |" + "".join(f" {g} score |" for g in other)
-    header += " recovery | belief MAE | wins vs heuristic | invalid |"
+    teachers = {b.get("recovery_teacher") for b in results["conditions"].values()} - {None}
+    header += f" recovery ({', '.join(sorted(teachers)) or 'teacher'}) | belief MAE | wins vs heuristic | invalid |"
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
     for condition, block in results["conditions"].items():
         for agent, m in block["agents"].items():
@@ -250,6 +259,8 @@ def markdown_table(results: dict) -> str:
             wins = "–" if m["wins_vs_heuristic"] is None else f"{m['wins_vs_heuristic']:.0%}"
             extra = "".join(f" {m['by_grader'][g]['final_score']:.3f} |" for g in other)
             rec = "–" if m.get("recovery") is None else f"{m['recovery']:.0%}"
+            if m.get("recovery_bayes") is not None and block.get("recovery_teacher") not in (None, "bayes"):
+                rec += f" ({m['recovery_bayes']:.0%} of bayes')"
             name = f"{agent} ({m['teacher_id']})" if m.get("teacher_id") else agent
             lines.append(f"| {condition} | {name} | {m['final_score']:.3f} | [{m['ci95'][0]:.3f}, {m['ci95'][1]:.3f}] |"
                          f"{extra} {rec} | {mae} | {wins} | {m['invalid_rate']:.1%} |")

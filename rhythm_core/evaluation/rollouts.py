@@ -31,6 +31,19 @@ EVAL_BASELINES = ("random", "heuristic", "heuristic_const_belief", "fallback", "
 DEFAULT_EVAL_SEEDS = {"continuous": "0-99", "ood": "10000-10049", "discrete3": "20000-20014"}
 
 
+def teacher_player(checkpoint) -> str | None:
+    """The evaluation player that is the teacher a checkpoint was distilled from: an offline teacher's
+    agent (`bayes`, `search`), or "teacher" (a model teacher, which plays with include_teacher); None
+    when the checkpoint does not say (results then measure recovery against the Bayesian teacher)."""
+    from ..agents import AGENTS
+    from ..training.models import checkpoint_info
+
+    teacher = checkpoint_info(checkpoint).get("provenance", {}).get("teacher")
+    if not teacher:
+        return None
+    return teacher if teacher in AGENTS else "teacher"
+
+
 def play_records(agent, condition: str, seeds, identity: dict) -> list[dict]:
     """Play `agent` on `seeds` in lockstep; one trajectory record per episode."""
     get_condition(condition)

@@ -161,14 +161,15 @@ def _earlier_answers(conversation) -> list[str]:
 REWARD_NAMES = ("answer_validity", "action_value")
 
 
-ACTION_REWARDS = ("student_week", "search_value")
+ACTION_REWARDS = ("student_week", "search_value", "search_choice")
 
 
-def search_value_reward(grader_name: str):
+def search_value_reward(grader_name: str, info_weight: float = 0.0):
     """action_value as the search teacher sees it: 10 x (the Monte-Carlo value of the answer's action
     - that of the action the SFT student takes there), in [-1, 1], under the posterior of the week so
-    far (agents.state_values.action_values_at). An invalid answer is worth the fallback action the
-    week would take. Each state is valued once per call."""
+    far (agents.state_values.action_values_at), with `info_weight` the bonus for what an action would
+    reveal. An invalid answer is worth the fallback action the week would take. Each state is valued
+    once per call."""
     from ..agents.state_values import action_values_at
     from ..env.spec import ACTION_INDEX, METERS
     from ..protocol import fallback_actions
@@ -176,7 +177,7 @@ def search_value_reward(grader_name: str):
     def action_value(completions, answer_prefix, env_state, own_action, **kwargs) -> list[float]:
         distinct = list(dict.fromkeys(env_state))
         states = [EnvState.from_json(text) for text in distinct]
-        values = dict(zip(distinct, action_values_at(states, grader_name)))
+        values = dict(zip(distinct, action_values_at(states, grader_name, info_weight=info_weight)))
         rewards = []
         for completion, prefix, text, own in zip(completions, answer_prefix, env_state, own_action):
             parsed = parse_answer(prefix + _completion_text(completion))
@@ -229,6 +230,10 @@ def make_reward_functions(grader_name: str, student: LLMPolicyAgent, action_rewa
         raise ValueError(f"unknown action_reward {action_reward!r}; allowed: {', '.join(ACTION_REWARDS)}")
     if action_reward == "search_value":
         return [answer_validity, search_value_reward(grader_name)]
+    if action_reward == "search_choice":  # what the search teacher chooses by: its values and its information bonus
+        from ..agents.bayes import INFO_WEIGHT
+
+        return [answer_validity, search_value_reward(grader_name, INFO_WEIGHT)]
     return [answer_validity, action_value]
 
 

@@ -16,6 +16,7 @@ from rhythm_core.evaluation.rollouts import (
     eval_seed_list,
     play_condition,
     publish_rollouts,
+    teacher_player,
 )
 from rhythm_core.evaluation.teacher_play import TEACHER_PLAYER, teacher_identity
 from rhythm_core.evaluation.teacher_play import play_teacher as play_teacher_on_eval_seeds
@@ -123,7 +124,9 @@ def publish_eval_rollouts(context: dg.OpExecutionContext, plan: dict, continuous
                   "base_model": sft.get("base_model"), "sft_checkpoint": sft["model_dir"],
                   "grpo_checkpoint": grpo["model_dir"], "seeds": plan["seeds"],
                   # the better student on the held-out training weeks GRPO was validated on (the gate)
-                  "headline_student": (grpo.get("validation") or {}).get("better", "student_grpo")}
+                  "headline_student": (grpo.get("validation") or {}).get("better", "student_grpo"),
+                  # recovery is measured against it (and against the Bayesian teacher)
+                  "distilled_from": teacher_player(sft["model_dir"])}
     result = publish_rollouts(plan["staged"], plan["root"], checkpoints=plan["checkpoints"], seeds=plan["seeds"],
                               sampling=SamplingConfig(**plan["sampling"]), baselines=plan["baselines"],
                               files={**continuous["files"], **ood["files"], **discrete3["files"],
