@@ -332,7 +332,8 @@ def test_every_checkpoint_that_played_gets_its_recovery_whatever_its_name(tmp_pa
     players = {"grpo": ("heuristic_const_belief", {"backend": "checkpoint", "model": "/models/grpo", "id": "grpo"}),
                "student_lookalike": ("random", {"backend": "baseline", "model": "random", "id": "student_lookalike"}),
                "heuristic": ("heuristic", {"backend": "baseline", "model": "heuristic", "id": "heuristic"}),
-               "bayes": ("bayes", {"backend": "baseline", "model": "bayes", "id": "bayes"})}
+               "bayes": ("bayes", {"backend": "baseline", "model": "bayes", "id": "bayes"}),
+               "oracle": ("oracle", {"backend": "baseline", "model": "oracle", "id": "oracle"})}
     with staging(tmp_path / "eval_rollouts") as staged:
         files = dict(_play_file(name, partial(get_agent, agent), identity, "continuous", [0, 1, 2, 3], staged)[:2]
                      for name, (agent, identity) in players.items())
@@ -355,6 +356,16 @@ def test_every_checkpoint_that_played_gets_its_recovery_whatever_its_name(tmp_pa
     assert set(student_gaps(results)["invalid_rate"]) == {"continuous/grpo"}
     # a document without the players' identities (older, or made by hand): the players named student*
     assert student_names({"conditions": results["conditions"]}) == ["student_lookalike"]
+    # distilled from another teacher that played (the oracle stands in for it): recovery measures
+    # against that teacher, recovery_bayes against the Bayesian one
+    distilled = compute_results(rollouts["dir"], "v3", provenance={"distilled_from": "oracle"})
+    block = distilled["conditions"]["continuous"]
+    grpo = block["agents"]["grpo"]
+    assert block["recovery_teacher"] == "oracle" and grpo["recovery"] is not None
+    assert grpo["recovery"] == pytest.approx(recovery(grpo["final_score"], agents["heuristic"]["final_score"],
+                                                      agents["oracle"]["final_score"]))
+    assert grpo["recovery_bayes"] is not None and grpo["recovery_bayes"] == pytest.approx(agents["grpo"]["recovery"])
+    assert "of bayes')" in markdown_table(distilled).split("| grpo |")[1].splitlines()[0]
 
 
 def test_recovery_is_the_share_of_the_teachers_margin_over_the_heuristic():
