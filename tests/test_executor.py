@@ -100,11 +100,14 @@ def test_step_thread_budget_follows_the_executor(monkeypatch):
 def test_every_job_runs_on_the_executor_that_limits_torch_steps():
     for job_name in ("rhythm_lineage", "reevaluate", "rhythm_lineage_long", "regrade", "data_half"):
         assert defs.resolve_job_def(job_name).executor_def.name == EXECUTOR_NAME
-    config = _multiprocess_config({"max_concurrent": 0, "torch_steps_at_once": 3, "forkserver": True})
+    settings = {"max_concurrent": 0, "torch_steps_at_once": 3, "forkserver": True, "in_process": False}
+    config = _multiprocess_config(settings)["multiprocess"]
     assert config["tag_concurrency_limits"] == [{"key": TORCH_TAG, "value": "parallel", "limit": 3}]
     assert "rhythm_pipeline.definitions" in config["start_method"]["forkserver"]["preload_modules"]
-    assert _multiprocess_config({"max_concurrent": 0, "torch_steps_at_once": 1, "forkserver": False})[
+    assert _multiprocess_config({**settings, "torch_steps_at_once": 1, "forkserver": False})["multiprocess"][
         "start_method"] == {"spawn": {}}
+    # make demo's runs: the same executor, every step in the run's own process (re-executed the same way)
+    assert _multiprocess_config({**settings, "in_process": True}) == {"in_process": {}}
     # The three evaluation steps carry the tag; nothing else does (training runs alone).
     job = defs.resolve_job_def("rhythm_lineage")
     tagged = sorted(node.name for node in job.graph.iterate_op_defs() if node.tags.get(TORCH_TAG) == "parallel")

@@ -180,7 +180,7 @@ def test_the_gate_names_grpo_only_when_it_is_ahead_beyond_a_standard_error():
 def test_action_value_plays_the_students_own_week_and_is_zero_for_its_own_answer(sft_result):
     from rhythm_core.agents.rollout import play_lockstep, rollout
     from rhythm_core.graders import get_grader
-    from rhythm_core.protocol import action_prefix, fallback_action, format_answer
+    from rhythm_core.protocol import action_prefix, fallback_action, format_answer, parse_answer
     from rhythm_core.training.generation import SamplingConfig
     from rhythm_core.training.grpo import make_reward_functions, student_continuation_scores
     from rhythm_core.training.policy import LLMPolicyAgent
@@ -214,7 +214,8 @@ def test_action_value_plays_the_students_own_week_and_is_zero_for_its_own_answer
     weeks = student_continuation_scores(student, [state] * n, [answers[0][:k]] * n, texts, "v3")
     assert values == pytest.approx(list(np.clip(10 * (weeks - own[0]), -1, 1)))
     assert len(set(np.round(values[1:-1], 6))) > 2  # actions really differ in what the student's week makes of them
-    assert validity(completions, answer_prefix=[""] * n) == [1.0] * (n - 1) + [0.0]
+    own_is_valid = float(parse_answer(texts[0]).valid)  # the tiny student's own answer need not be
+    assert validity(completions, answer_prefix=[""] * n) == [own_is_valid] + [1.0] * (n - 2) + [0.0]
     # An unusable answer is played as the safe fallback action it leads to (and states no belief).
     fallback = format_answer(fallback_action(state.observation()), None, "")
     garbled = action_value([completions[-1], [{"role": "assistant", "content": fallback}]], answer_prefix=[""] * 2,
