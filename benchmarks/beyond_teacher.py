@@ -1,16 +1,16 @@
-"""Which teacher the recipe distils, and which reward GRPO follows: students against today's teacher.
+"""Which teacher the recipe distils: students of each offline teacher against the Bayesian teacher.
 
-    python benchmarks/beyond_teacher.py --out /tmp/beyond [--teachers bayes,search] \
-        [--rewards student_week,search_value] [--grpo-seeds 0] [--windows 0,5]
+    python benchmarks/beyond_teacher.py --out /tmp/beyond [--teachers bayes,bayes_v3,search] \
+        [--grpo-seeds 0] [--windows 0,5]
 
 Per teacher backend: the demo's 2,000 training weeks, its dataset and SFT student (the demo recipe),
-then GRPO from that student with each action reward (GRPORunConfig.action_reward) and its gate on
-the dataset's validation weeks. Every student then plays the evaluation windows (0: the default
-evaluation seeds; 5: continuous 500-599, OOD 10250-10299, discrete3 20075-20089, never tuned on),
-next to the references on the same seeds: the heuristic, the fallback-only policy, the Bayesian
-teacher as it was before it planned with v3 (`bayes_own_utility`, "today's teacher"), the v3-aligned
-Bayesian teacher, the search teacher and the oracle. Prints one markdown table: v3 score, paired
-difference from today's teacher with its standard error, belief MAE.
+then GRPO from that student and its gate on the dataset's validation weeks. Every student then plays
+the evaluation windows (0: the default evaluation seeds; 5: continuous 500-599, OOD 10250-10299,
+discrete3 20075-20089, never tuned on), next to the references on the same seeds: the heuristic, the
+fallback-only policy, the Bayesian teacher (`bayes`, the one the recipe distils), the same planning
+for v3 (`bayes_v3`), the search teacher and the oracle. Prints one markdown table: v3 score, paired
+difference from the Bayesian teacher with its standard error, belief MAE. (The GRPO rewards compared
+on 2026-11-26 were run with `--rewards`, at commit 1d15a85; benchmarks/README.md has their table.)
 """
 
 from __future__ import annotations
@@ -24,8 +24,7 @@ import numpy as np
 from report import print_markdown  # benchmarks/ is the script's own folder
 from students_on_windows import play
 
-REFERENCES = {"heuristic": {}, "fallback": {}, "bayes_own_utility": {"grader": None}, "bayes": {}, "search": {},
-              "oracle": {}}
+REFERENCES = ("heuristic", "fallback", "bayes", "bayes_v3", "search", "oracle")
 
 
 def reference_scores(name: str, condition: str, seeds: list[int]) -> tuple[np.ndarray, float]:
@@ -33,14 +32,14 @@ def reference_scores(name: str, condition: str, seeds: list[int]) -> tuple[np.nd
     from rhythm_core.agents.rollout import rollout
     from rhythm_core.graders import get_grader
 
-    agent = get_agent("bayes" if name == "bayes_own_utility" else name, **REFERENCES[name])
+    agent = get_agent(name)
     episodes = rollout(agent, condition, np.asarray(seeds))
     mae = episodes.belief_mae()
     return get_grader("v3").grade_batch(episodes)[0], float(np.nanmean(mae)) if np.isfinite(mae).any() else float("nan")
 
 
-def train(teacher: str, rewards: list[str], seeds: list[int], out: Path, log) -> dict[str, str]:
-    """The SFT student distilled from `teacher` and a GRPO student per (reward, seed): name -> model dir."""
+def train(teacher: str, seeds: list[int], out: Path, log) -> dict[str, str]:
+    """The SFT student distilled from `teacher` and a GRPO student per seed: name -> model dir."""
     from rhythm_core.artifacts import write_result
     from rhythm_core.data.stages import dataset_stage
     from rhythm_core.distill import DEFAULT_TEACHER_SEEDS
@@ -66,19 +65,16 @@ def train(teacher: str, rewards: list[str], seeds: list[int], out: Path, log) ->
         return result
 
     students = {f"{teacher}:sft": stage("sft", {})["model_dir"]}
-    for reward in rewards:
-        for seed in seeds:
-            result = stage(f"grpo-{reward}-{seed}", {"action_reward": reward, "seed": seed},
-                           students[f"{teacher}:sft"])
-            students[f"{teacher}:grpo:{reward}:{seed}"] = result["model_dir"]
+    for seed in seeds:
+        result = stage(f"grpo-{seed}", {"seed": seed}, students[f"{teacher}:sft"])
+        students[f"{teacher}:grpo:{seed}"] = result["model_dir"]
     return students
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True)
-    parser.add_argument("--teachers", default="bayes,search")
-    parser.add_argument("--rewards", default="student_week,search_value")
+    parser.add_argument("--teachers", default="bayes,bayes_v3,search")
     parser.add_argument("--grpo-seeds", default="0")
     parser.add_argument("--windows", default="0,5")
     args = parser.parse_args()
@@ -94,7 +90,7 @@ def main() -> None:
 
     students = {}
     for teacher in args.teachers.split(","):
-        students.update(train(teacher, args.rewards.split(","), [int(s) for s in args.grpo_seeds.split(",")], out, log))
+        students.update(train(teacher, [int(s) for s in args.grpo_seeds.split(",")], out, log))
     (out / "students.json").write_text(json.dumps(students, indent=2) + "\n")
     rows = []
     for window in (int(w) for w in args.windows.split(",")):
@@ -102,12 +98,12 @@ def main() -> None:
             seeds = parse_seeds(spec)
             played = {name: reference_scores(name, condition, seeds) for name in REFERENCES}
             played.update({name: play(model_dir, condition, seeds) for name, model_dir in students.items()})
-            today = played["bayes_own_utility"][0]
+            today = played["bayes"][0]
             for name, (scores, mae) in played.items():
                 diff = scores - today
                 rows.append({"window": window, "condition": condition, "player": name,
                              "v3": f"{scores.mean():.4f}",
-                             "Δ vs today's teacher": "–" if name == "bayes_own_utility" else
+                             "Δ vs bayes": "–" if name == "bayes" else
                              f"{diff.mean():+.4f} ± {diff.std(ddof=1) / np.sqrt(len(diff)):.4f}",
                              "belief MAE": "–" if not np.isfinite(mae) else f"{mae:.3f}"})
             log(f"window {window} {condition}: done")

@@ -17,7 +17,8 @@ def test_baselines_json_shape(capsys):
     data = json.loads(out)
     assert set(data) == {"condition", "grader", "n_episodes", "agents"}
     assert (data["condition"], data["grader"], data["n_episodes"]) == ("ood", "v2", 20)
-    assert list(data["agents"]) == ["random", "heuristic", "heuristic_const_belief", "fallback", "bayes", "search", "oracle"]
+    assert list(data["agents"]) == ["random", "heuristic", "heuristic_const_belief", "fallback", "bayes", "bayes_v3",
+                                    "search", "oracle"]
     for name, block in data["agents"].items():
         assert set(block) == {"final_score", "ci95", "belief_mae", "components"}
         lo, hi = block["ci95"]

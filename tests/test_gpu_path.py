@@ -178,36 +178,3 @@ def test_on_cuda_a_3b_students_week_long_prompts_are_split_to_fit_the_free_memor
     batches = call_batches([5200] * 64, 64, token_budget(gpu_model), 96)
     assert len(batches) > 1 and all(len(b) * 5296 <= token_budget(gpu_model) for b in batches)
 
-
-def test_the_search_value_reward_is_the_monte_carlo_gain_of_the_answers_action_over_the_students_own():
-    """GRPO's action_value without model play: the sampled answer's action against the SFT student's own
-    action at the same state, valued by the search teacher's rollouts under the week's posterior."""
-    import numpy as np
-
-    from rhythm_core.agents import get_agent
-    from rhythm_core.agents.rollout import play_lockstep
-    from rhythm_core.agents.state_values import action_values_at
-    from rhythm_core.env import VectorRhythmEnv
-    from rhythm_core.env.spec import ACTIONS
-    from rhythm_core.protocol import action_prefix, format_answer
-    from rhythm_core.training.grpo import search_value_reward
-
-    states = [step.snapshot for step in play_lockstep(get_agent("heuristic"), VectorRhythmEnv("continuous"),
-                                                      np.array([1000, 1001]), snapshots=True)][5:7]
-    texts = [state.episode(0).to_json() for state in states]
-    values = action_values_at([s.episode(0) for s in states], "v3")
-    belief = {"social": 0.5, "introvert": 0.5, "morning": 0.5, "stress": 0.5, "work": 0.5}
-    answers = [format_answer(ACTIONS[a], belief, "x") for a in (0, 3)]
-    prefixes = [action_prefix(a) for a in answers]
-    completions = [[{"role": "assistant", "content": a[len(p):]}] for a, p in zip(answers, prefixes)]
-    reward = search_value_reward("v3")
-    got = reward(completions, answer_prefix=prefixes, env_state=texts, own_action=[ACTIONS[3], ACTIONS[3]])
-    expected = [np.clip(10 * (values[0][0] - values[0][3]), -1, 1), 0.0]
-    assert got == pytest.approx(expected, abs=1e-12)
-    from rhythm_core.env.spec import METERS
-    from rhythm_core.protocol import fallback_actions
-
-    state = states[0].episode(0)  # an invalid answer is worth the fallback action the week takes
-    fallback = int(fallback_actions(state.step, state.meters_history[0, state.step, METERS.index("vitality")]))
-    invalid = reward(completions[:1], answer_prefix=[""], env_state=texts[:1], own_action=[ACTIONS[0]])
-    assert invalid == pytest.approx([np.clip(10 * (values[0][fallback] - values[0][0]), -1, 1)], abs=1e-12)

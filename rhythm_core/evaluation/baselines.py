@@ -11,7 +11,7 @@ from ..agents.rollout import rollout
 from ..env.episode import EpisodeBatch
 from ..graders import get_grader, mean_ci95
 
-BASELINE_AGENTS = ("random", "heuristic", "heuristic_const_belief", "fallback", "bayes", "search", "oracle")
+BASELINE_AGENTS = ("random", "heuristic", "heuristic_const_belief", "fallback", "bayes", "bayes_v3", "search", "oracle")
 
 
 def summarize(episodes: EpisodeBatch, grader_name: str) -> dict:

@@ -27,7 +27,7 @@ from ..teacher.records import episode_record, step_record
 from ..teacher.trajectories import read_trajectories
 from ..training.side_by_side import run_side_by_side
 
-EVAL_BASELINES = ("random", "heuristic", "heuristic_const_belief", "fallback", "bayes", "search", "oracle")
+EVAL_BASELINES = ("random", "heuristic", "heuristic_const_belief", "fallback", "bayes", "bayes_v3", "search", "oracle")
 DEFAULT_EVAL_SEEDS = {"continuous": "0-99", "ood": "10000-10049", "discrete3": "20000-20014"}
 
 

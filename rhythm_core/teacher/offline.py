@@ -14,7 +14,7 @@ from itertools import repeat
 
 import numpy as np
 
-from ..agents import Agent, BayesAgent, SearchAgent
+from ..agents import Agent, BayesAgent, BayesV3Agent, SearchAgent
 from ..agents.rollout import play_lockstep
 from ..env import VectorRhythmEnv
 from ..env.spec import ACTIONS, belief_to_dict
@@ -25,7 +25,7 @@ from .records import episode_record, step_record, teacher_protocol
 from .settings import TeacherSettings
 
 # backend -> the agent it plays, explaining itself (settings.OFFLINE_MODELS names each one's version)
-OFFLINE_AGENTS: dict[str, type[Agent]] = {"bayes": BayesAgent, "search": SearchAgent}
+OFFLINE_AGENTS: dict[str, type[Agent]] = {"bayes": BayesAgent, "bayes_v3": BayesV3Agent, "search": SearchAgent}
 
 
 def _step_record(t: int, history, rows: list[str], decision, i: int, action: str, invalid: bool, meters_after) -> dict:

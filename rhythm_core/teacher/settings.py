@@ -24,8 +24,8 @@ class MissingAPIKey(UserError, ValueError):
 # The offline teachers (free, played in lockstep: teacher/offline.py) and the version of each one's
 # play, recorded as its model: a new version of a teacher's play gets a new name, so its records
 # say which play they hold and an earlier version's work file is never resumed (`play_key`).
-# bayes-kalman-2: the planner scores paths with grader v3's score-to-go (2026-11-26).
-OFFLINE_MODELS = {"bayes": "bayes-kalman-2", "search": "search-mc-1"}
+# bayes-kalman-2 (bayes_v3): the planner scores paths with grader v3's score-to-go (2026-11-26).
+OFFLINE_MODELS = {"bayes": "bayes-kalman-1", "bayes_v3": "bayes-kalman-2", "search": "search-mc-1"}
 BACKENDS = (*OFFLINE_MODELS, "openai", "azure")
 
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high")

@@ -83,10 +83,6 @@ class GRPORunConfig:
     # answer_validity, action_value. (A belief reward lost: with it the long preset's GRPO student lost
     # 0.008 / 0.011 / 0.025 to its SFT start; and the belief is now the SFT student's own, not sampled.)
     reward_weights: list[float] = field(default_factory=lambda: [0.5, 1.0])
-    # What action_value measures: "student_week" (the frozen SFT student plays the week out after the
-    # answer) or "search_value" (the action's Monte-Carlo value under the posterior of the week so
-    # far, agents/state_values.py: no model play).
-    action_reward: str = "student_week"
     grader: str = "v3"
     teacher_prompts: int = 256  # prompts sampled from sft_dataset (teacher-visited states)
     student_episodes: int = 4  # SFT-student episodes played to collect student-visited states
@@ -161,37 +157,7 @@ def _earlier_answers(conversation) -> list[str]:
 REWARD_NAMES = ("answer_validity", "action_value")
 
 
-ACTION_REWARDS = ("student_week", "search_value", "search_choice")
-
-
-def search_value_reward(grader_name: str, info_weight: float = 0.0):
-    """action_value as the search teacher sees it: 10 x (the Monte-Carlo value of the answer's action
-    - that of the action the SFT student takes there), in [-1, 1], under the posterior of the week so
-    far (agents.state_values.action_values_at), with `info_weight` the bonus for what an action would
-    reveal. An invalid answer is worth the fallback action the week would take. Each state is valued
-    once per call."""
-    from ..agents.state_values import action_values_at
-    from ..env.spec import ACTION_INDEX, METERS
-    from ..protocol import fallback_actions
-
-    def action_value(completions, answer_prefix, env_state, own_action, **kwargs) -> list[float]:
-        distinct = list(dict.fromkeys(env_state))
-        states = [EnvState.from_json(text) for text in distinct]
-        values = dict(zip(distinct, action_values_at(states, grader_name, info_weight=info_weight)))
-        rewards = []
-        for completion, prefix, text, own in zip(completions, answer_prefix, env_state, own_action):
-            parsed = parse_answer(prefix + _completion_text(completion))
-            state = EnvState.from_json(text)
-            fallback = int(fallback_actions(state.step, state.meters_history[0, state.step, METERS.index("vitality")]))
-            action = ACTION_INDEX[parsed.action] if parsed.valid else fallback
-            baseline = ACTION_INDEX[own] if own else fallback
-            rewards.append(float(np.clip(10.0 * (values[text][action] - values[text][baseline]), -1.0, 1.0)))
-        return rewards
-
-    return action_value
-
-
-def make_reward_functions(grader_name: str, student: LLMPolicyAgent, action_reward: str = "student_week"):
+def make_reward_functions(grader_name: str, student: LLMPolicyAgent):
     """The reward functions, named as TRL logs them (rewards/<name>/mean). Each sees the whole answer:
     the prompt's `answer_prefix` (the SFT student's own reasoning and belief) plus the sampled
     completion. `student` is the frozen SFT start (greedy) that finishes each week for action_value."""
@@ -226,14 +192,6 @@ def make_reward_functions(grader_name: str, student: LLMPolicyAgent, action_rewa
         diff = np.array([week[key, text] - own_week[key] for key, text in zip(keys, answers)])
         return [float(v) for v in np.clip(10.0 * diff, -1.0, 1.0)]
 
-    if action_reward not in ACTION_REWARDS:
-        raise ValueError(f"unknown action_reward {action_reward!r}; allowed: {', '.join(ACTION_REWARDS)}")
-    if action_reward == "search_value":
-        return [answer_validity, search_value_reward(grader_name)]
-    if action_reward == "search_choice":  # what the search teacher chooses by: its values and its information bonus
-        from ..agents.bayes import INFO_WEIGHT
-
-        return [answer_validity, search_value_reward(grader_name, INFO_WEIGHT)]
     return [answer_validity, action_value]
 
 
@@ -300,8 +258,6 @@ def build_prompt_dataset(dataset_dir, variant: str, config: GRPORunConfig, agent
     own = generate_answers(agent.model, agent.tokenizer, conversations, agent.sampling)
     texts = prompt_texts(agent.tokenizer, conversations)
     for row, conversation, text, answer in zip(rows, conversations, texts, own):
-        parsed = parse_answer(answer)
-        row["own_action"] = parsed.action if parsed.valid else ""  # what the SFT student does here
         row["answer_prefix"] = action_prefix(answer)
         row["conversation"] = conversation
         row["prompt"] = text + row["answer_prefix"]
@@ -392,8 +348,7 @@ def run_grpo(config: GRPORunConfig, dataset_dir, init_dir, out_dir, *, on_log: C
         use_vllm=False, disable_tqdm=True,
         gradient_checkpointing=not tiny_base,
     )
-    trainer = GRPOTrainer(model=model, reward_funcs=make_reward_functions(config.grader, student, config.action_reward),
-                          args=args,
+    trainer = GRPOTrainer(model=model, reward_funcs=make_reward_functions(config.grader, student), args=args,
                           train_dataset=prompts, processing_class=tokenizer, callbacks=[StreamLogs(on_log).callback])
     attach_tracking(trainer)
     on_log({"step": 0, "total_steps": config.max_steps})  # progress has its end
