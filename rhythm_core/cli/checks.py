@@ -35,7 +35,7 @@ def check_baselines(args) -> None:
 
 def check_teacher(args) -> None:
     from ..outputs import check_output_file
-    from ..teacher.settings import TeacherSettings
+    from ..teacher.settings import OFFLINE_MODELS, TeacherSettings
     from ..teacher.trajectories import TrajectoryError, check_resumable
 
     args.purpose_stamp = None
@@ -50,15 +50,16 @@ def check_teacher(args) -> None:
         args.purpose_stamp = EVALUATION_PURPOSE
     if not args.seed_list:
         raise BadInput(f"--seeds {args.seeds!r} names no seed")
-    if args.backend == "bayes":
+    if args.backend in OFFLINE_MODELS:
         given = [flag for flag, value in (("--model", args.model), ("--base-url", args.base_url),
                                           ("--azure-endpoint", args.azure_endpoint)) if value]
         if given:
-            raise BadInput(f"{', '.join(given)}: only for --backend openai or azure (the bayes teacher is offline)")
+            raise BadInput(f"{', '.join(given)}: only for --backend openai or azure (the {args.backend} teacher is "
+                           "offline)")
     try:
         args.settings = TeacherSettings(
             backend=args.backend, model=args.model or "", base_url=args.base_url,
-            api_key=os.environ.get(args.api_key_env) if args.backend != "bayes" else None,
+            api_key=os.environ.get(args.api_key_env) if args.backend not in OFFLINE_MODELS else None,
             api_key_env=args.api_key_env, azure_endpoint=args.azure_endpoint, concurrency=args.concurrency,
             request_timeout_s=args.timeout, connect_budget_s=args.connect_budget, max_retries=args.max_retries,
             price_input_per_m=args.price_input, price_output_per_m=args.price_output,

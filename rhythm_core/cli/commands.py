@@ -69,7 +69,7 @@ def _cmd_teacher(args) -> int:
         f"tokens {result.prompt_tokens}+{result.completion_tokens}; cost ${result.cost_usd:.4f}; {result.wall_s:.1f}s"
         + (f"; stopped: {result.stopped_reason}" if result.stopped_reason else "")
     )
-    if settings.backend != "bayes":
+    if not settings.offline:
         shape = result.request_shape or {}
         print(
             f"prompt tokens {result.prompt_tokens} (cached {result.cached_prompt_tokens}, cache hit "
@@ -169,13 +169,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--agents", type=agents_arg, default=None, help="comma-separated agent names (default: all)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
 
-    from ..teacher.settings import REASONING_EFFORTS, STRUCTURED_OUTPUT_MODES, TeacherSettings
+    from ..teacher.settings import BACKENDS, REASONING_EFFORTS, STRUCTURED_OUTPUT_MODES, TeacherSettings
 
     defaults = TeacherSettings()
     p = command("teacher", "play teacher episodes into a resumable JSONL file", _cmd_teacher, check_teacher)
-    p.add_argument("--backend", choices=["bayes", "openai", "azure"], default="bayes",
-                   help="bayes: the offline Bayesian teacher (free); openai: any OpenAI-compatible endpoint; "
-                        "azure: Azure OpenAI")
+    p.add_argument("--backend", choices=list(BACKENDS), default="bayes",
+                   help="bayes: the offline Bayesian teacher (free, what the recipe distils); bayes_v3: the same "
+                        "planning for grader v3; search: its inference acting by Monte-Carlo rollouts (free); "
+                        "openai: any OpenAI-compatible endpoint; azure: Azure OpenAI")
     p.add_argument("--condition", choices=list(CONDITIONS), default="continuous", help="which kind of week to play")
     p.add_argument("--seeds", default="1000-1029", help="seeds to play, e.g. 1000-1029 (continuous training seeds: "
                                                         "1000-9999)")
