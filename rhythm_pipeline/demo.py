@@ -70,16 +70,17 @@ def check_lines(evaluations) -> list[str]:
 
 class Progress:
     """Progress lines from a stage's log messages: training's `{"step": ..}` entries as step / total
-    and an ETA, at most one every `every_s` seconds per stage, and each student's finished play."""
+    and the time left at the pace of the last `window_s` seconds (SFT's short steps come first), at
+    most one line every `every_s` seconds per stage; and each student's finished play."""
 
-    def __init__(self, every_s: float = 10.0):
-        self.every_s = every_s
+    def __init__(self, every_s: float = 10.0, window_s: float = 30.0):
+        self.every_s, self.window_s = every_s, window_s
         self.total: dict[str, int] = {}
-        self.first: dict[str, tuple[float, int]] = {}  # stage -> (time, step) of its first step entry
+        self.seen: dict[str, list[tuple[float, int]]] = {}  # stage -> recent (time, step) entries
         self.last_said: dict[str, float] = {}
 
     def line(self, asset: str, message: str, now: float) -> str | None:
-        if message.startswith("student"):  # "student_sft on ood: 50 episodes in 12.1 s, ..."
+        if message.startswith("student") and " episodes in " in message:  # "student_sft on ood: 50 episodes in 12.1 s, ..."
             return message.split(", prompt tokens")[0]
         try:
             entry = json.loads(message)
@@ -92,13 +93,19 @@ class Progress:
         step, total = int(entry["step"]), self.total.get(asset)
         if not total or total < 1 or step <= 0:
             return None
-        first_time, first_step = self.first.setdefault(asset, (now, step))
-        if now - self.last_said.get(asset, first_time) < self.every_s or step >= total:
+        seen = self.seen.setdefault(asset, [])
+        seen.append((now, step))
+        while len(seen) > 2 and now - seen[1][0] >= self.window_s:
+            seen.pop(0)
+        if now - self.last_said.get(asset, seen[0][0]) < self.every_s or step >= total:
             return None
         self.last_said[asset] = now
-        rate = (now - first_time) / (step - first_step) if step > first_step else None
-        eta = f", about {max(1, round(rate * (total - step) / 60))} min left" if rate else ""
-        return f"step {step}/{total}{eta}"
+        (then, before) = seen[0]
+        if step <= before:
+            return f"step {step}/{total}"
+        left = (now - then) / (step - before) * (total - step)
+        return f"step {step}/{total}, " + (f"about {round(left / 60)} min left" if left >= 90 else
+                                           f"about {max(10, round(left, -1)):.0f} s left")
 
 
 def _plain(metadata) -> dict:

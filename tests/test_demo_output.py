@@ -28,7 +28,7 @@ def test_a_failed_check_shows_its_severity_and_why():
                      "  eval_results.students_beat_heuristic: FAILED (WARN): not above the heuristic: ood/student_sft"]
 
 
-def test_training_progress_is_a_line_every_ten_seconds_with_an_eta_and_each_students_play():
+def test_training_progress_is_a_line_every_ten_seconds_at_the_recent_pace_and_each_students_play():
     import json
 
     from rhythm_pipeline.demo import Progress
@@ -40,10 +40,15 @@ def test_training_progress_is_a_line_every_ten_seconds_with_an_eta_and_each_stud
     assert said[:3] == [None, None, None]  # the first step entry starts the clock; nothing within 10 s
     assert said[3] == "step 35/840, about 5 min left"  # 30 steps in 10.5 s: 805 left take ~282 s
     assert said[4] is None and said[5] == "step 65/840, about 5 min left"  # 10 s after the last line
+    # the whole-week phase: four times slower steps; within 30 s the estimate follows the new pace
+    later = [progress.line("sft_checkpoint", json.dumps({"step": step, "loss": 1.0}), t)
+             for t, step in [(40.0, 75), (60.0, 80), (75.0, 85), (100.0, 90)]]
+    assert later[-1] == "step 90/840, about 50 min left"  # 10 steps in the last 40 s: 750 left take ~3,000 s
     assert progress.line("eval_rollouts", "student_sft on ood: 50 episodes in 12.1 s, invalid answers 0.0%, "
                                           "prompt tokens reused 94%", 30.0) == ("student_sft on ood: 50 episodes in "
                                                                                 "12.1 s, invalid answers 0.0%")
-    assert progress.line("eval_rollouts", "heuristic on ood: 50 episodes", 31.0) is None
+    assert progress.line("eval_rollouts", "heuristic on ood: 50 episodes in 1.0 s", 31.0) is None
+    assert progress.line("registered_student", "student_grpo 07c5: promoted (version 1)", 31.5) is None
     assert progress.line("sft_checkpoint", "training sft in /tmp/x (pid 12)", 32.0) is None
 
 
