@@ -161,7 +161,8 @@ def find_chromium() -> str | None:
 def chromium_run(chromium: str, url: str, *args: str, window: str = WINDOW, timeout: float = 180) -> str:
     """One headless Chromium visit with a fresh profile; returns stdout. Virtual time lets the React
     app fetch its GraphQL data and lay out the graph before the capture."""
-    with tempfile.TemporaryDirectory(prefix="rhythm-chromium-") as profile:
+    # Chromium's helpers may still be writing its profile when it is killed: a leftover is not a failure.
+    with tempfile.TemporaryDirectory(prefix="rhythm-chromium-", ignore_cleanup_errors=True) as profile:
         result = subprocess.run(
             [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
              "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -409,7 +410,8 @@ def chromium_page(chromium: str, window: str = "1600,1400"):
     from websockets.sync.client import connect
 
     port = free_port()
-    with tempfile.TemporaryDirectory(prefix="rhythm-chromium-") as profile:
+    # Chromium's helpers may still be writing its profile when it is killed: a leftover is not a failure.
+    with tempfile.TemporaryDirectory(prefix="rhythm-chromium-", ignore_cleanup_errors=True) as profile:
         proc = subprocess.Popen(
             [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--hide-scrollbars",
              "--disable-background-networking", "--disable-component-update", "--disable-sync",
