@@ -467,9 +467,12 @@ def test_the_lineage_tracks_every_stage_and_registers_the_best_student(instance)
     # every blocking check passed, but 10 SFT steps do not beat the heuristic: registered as a candidate
     assert meta["decision"] == "candidate" and meta["alias"] == "candidate"
     assert meta["reason"].startswith("below the references' floor: ")
-    assert set(meta["blocking_checks"]) == {"teacher_trajectories.teacher_trajectories_complete_and_valid",
-                                            "sft_dataset.sft_dataset_has_no_eval_seeds",
-                                            "grpo_checkpoint.grpo_not_worse_than_sft"}
+    # the blocking checks of every asset it comes from: each artifact's files as published, and the data's
+    unchanged = {f"{asset}.files_unchanged" for asset in ("teacher_trajectories", "sft_dataset", "sft_checkpoint",
+                                                          "grpo_checkpoint", "eval_rollouts", "eval_results")}
+    assert set(meta["blocking_checks"]) == unchanged | {"teacher_trajectories.teacher_trajectories_complete_and_valid",
+                                                        "sft_dataset.sft_dataset_has_no_eval_seeds",
+                                                        "grpo_checkpoint.grpo_not_worse_than_sft"}
     assert all(c["passed"] for c in meta["blocking_checks"].values())
 
     with dg.build_asset_context(instance=instance) as context:  # the store under this instance's storage
