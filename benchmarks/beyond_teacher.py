@@ -1,7 +1,7 @@
 """Which teacher the recipe distils: students of each offline teacher against the Bayesian teacher.
 
     python benchmarks/beyond_teacher.py --out /tmp/beyond [--teachers bayes,bayes_v3,search] \
-        [--grpo-seeds 0] [--windows 0,5]
+        [--grpo-seeds 0] [--sft-seed 0] [--windows 0,5] [--students NAME=MODEL_DIR,...]
 
 Per teacher backend: the demo's 2,000 training weeks, its dataset and SFT student (the demo recipe),
 then GRPO from that student and its gate on the dataset's validation weeks. Every student then plays
@@ -38,7 +38,7 @@ def reference_scores(name: str, condition: str, seeds: list[int]) -> tuple[np.nd
     return get_grader("v3").grade_batch(episodes)[0], float(np.nanmean(mae)) if np.isfinite(mae).any() else float("nan")
 
 
-def train(teacher: str, seeds: list[int], out: Path, log) -> dict[str, str]:
+def train(teacher: str, seeds: list[int], out: Path, log, sft_seed: int = 0) -> dict[str, str]:
     """The SFT student distilled from `teacher` and a GRPO student per seed: name -> model dir."""
     from rhythm_core.artifacts import write_result
     from rhythm_core.data.stages import dataset_stage
@@ -64,7 +64,7 @@ def train(teacher: str, seeds: list[int], out: Path, log) -> dict[str, str]:
             if result.get("validation") else ""))
         return result
 
-    students = {f"{teacher}:sft": stage("sft", {})["model_dir"]}
+    students = {f"{teacher}:sft": stage("sft", {"seed": sft_seed})["model_dir"]}
     for seed in seeds:
         result = stage(f"grpo-{seed}", {"seed": seed}, students[f"{teacher}:sft"])
         students[f"{teacher}:grpo:{seed}"] = result["model_dir"]
@@ -75,8 +75,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True)
     parser.add_argument("--teachers", default="bayes,bayes_v3,search")
-    parser.add_argument("--grpo-seeds", default="0")
+    parser.add_argument("--grpo-seeds", default="0", help="GRPO seeds, one student each ('' for none)")
+    parser.add_argument("--sft-seed", type=int, default=0)
     parser.add_argument("--windows", default="0,5")
+    parser.add_argument("--students", default="", help="already trained students to play too: name=model_dir,...")
     args = parser.parse_args()
 
     from rhythm_core.env.conditions import parse_seeds
@@ -88,9 +90,9 @@ def main() -> None:
     def log(line: str) -> None:
         print(line, flush=True)
 
-    students = {}
-    for teacher in args.teachers.split(","):
-        students.update(train(teacher, [int(s) for s in args.grpo_seeds.split(",")], out, log))
+    students = dict(pair.split("=", 1) for pair in args.students.split(",") if pair)
+    for teacher in filter(None, args.teachers.split(",")):
+        students.update(train(teacher, [int(s) for s in args.grpo_seeds.split(",") if s], out, log, args.sft_seed))
     (out / "students.json").write_text(json.dumps(students, indent=2) + "\n")
     rows = []
     for window in (int(w) for w in args.windows.split(",")):

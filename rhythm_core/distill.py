@@ -2,7 +2,7 @@
 GRPO -> evaluation, each stage publishing into <out>/<stage>/<version>/ like the assets do.
 
     rhythm distill --out runs/demo                   # the demo preset: what `make demo` trains, ~6 min
-    rhythm distill --preset long --out runs/long     # 3,000 Bayesian-teacher weeks, ~23 min (Zen 3 CPU)
+    rhythm distill --preset long --out runs/long     # 3,000 search-teacher weeks, ~16-23 min (2-core CPU)
 """
 
 from __future__ import annotations
@@ -28,18 +28,22 @@ from .training.publish import train_and_publish
 # "Twice the teacher weeks").
 DEFAULT_TEACHER_SEEDS = "1000-2999"
 
-# One recipe (benchmarks/README.md): Bayesian-teacher weeks written as labeled chat conversations with
-# the evidence reasoning (its read-out fitted on those weeks), the tiny student with numeric embeddings
-# and 8 heads trained in two phases (each week's first 512 tokens, then whole weeks), GRPO rewarded by
-# the SFT student's own continuation of the week and gated on held-out training weeks. "demo" is what the asset
-# defaults and `make demo` run; "long" is the same recipe with more data and steps.
+# One recipe (benchmarks/README.md): an offline teacher's weeks (`teacher`, a backend of
+# teacher/offline.py) written as labeled chat conversations with the evidence reasoning (its read-out
+# fitted on those weeks), the tiny student with numeric embeddings and 8 heads trained in two phases
+# (each week's first 512 tokens, then whole weeks), GRPO rewarded by the SFT student's own continuation
+# of the week and gated on held-out training weeks. "demo" is what the asset defaults and `make demo`
+# run; "long" is the same recipe with more data and steps, distilled from the search teacher.
 PRESETS: dict[str, dict] = {
-    "demo": {"teacher_seeds": DEFAULT_TEACHER_SEEDS, "dataset": {}, "sft": {}, "grpo": {},
+    # The Bayesian teacher: at the demo's 600 + 240 SFT steps the search teacher's student scored below
+    # the Bayesian teacher's (benchmarks/README.md, "Which teacher the recipe distils").
+    "demo": {"teacher": "bayes", "teacher_seeds": DEFAULT_TEACHER_SEEDS, "dataset": {}, "sft": {}, "grpo": {},
              "eval_seeds": DEFAULT_EVAL_SEEDS},
     # 3,000 weeks and 1,000 + 1,200 SFT steps: at 2,000 weeks and 1,000 + 800 the OOD recovery on the
-    # default evaluation seeds was 86-92% across runs; at this size one run's students recovered 95-97%
-    # there and 92-93% on evaluation window 5 (benchmarks/README.md, "The larger budget at 3,000 weeks").
-    "long": {"teacher_seeds": "1000-3999", "dataset": {},
+    # default evaluation seeds was 86-92% across runs (benchmarks/README.md, "The larger budget at 3,000
+    # weeks"). The search teacher: at this budget its students score above the Bayesian teacher's
+    # (benchmarks/README.md, "The larger budget from the search teacher").
+    "long": {"teacher": "search", "teacher_seeds": "1000-3999", "dataset": {},
              "sft": {"short_context_steps": 1000, "max_steps": 1200},
              "grpo": {"max_steps": 50, "teacher_prompts": 2048, "student_episodes": 16},
              "eval_seeds": DEFAULT_EVAL_SEEDS},
@@ -47,7 +51,7 @@ PRESETS: dict[str, dict] = {
     # Dagster runs it as the job rhythm_lineage_published (teacher gpt-5.4, training and evaluation on
     # Hugging Face Jobs, a10g-large); `rhythm distill --preset published` trains the same student on
     # this machine's GPU from the Bayesian teacher's weeks.
-    "published": {"teacher_seeds": "1000-1299", "dataset": {},
+    "published": {"teacher": "bayes", "teacher_seeds": "1000-1299", "dataset": {},
                   "sft": {"base_model": "Qwen/Qwen2.5-3B-Instruct", "learning_rate": 2e-4, "max_steps": 300,
                           "per_device_train_batch_size": 1, "gradient_accumulation_steps": 8, "lora_r": 16},
                   # 8 completions a step, the loss in micro-batches of 2 (a week's prompt is ~5k tokens)
@@ -96,8 +100,9 @@ def run_distillation(out, preset: str | dict = DEFAULT_PRESET, *, grader: str = 
         return result
 
     if reuse_sft_from is None:
-        traj = timed("teacher_trajectories", lambda: teacher_stage(TeacherSettings(), "continuous",
-                                                                   spec["teacher_seeds"], root, grader=grader, log=log))
+        teacher = TeacherSettings(backend=spec.get("teacher", "bayes"))
+        traj = timed("teacher_trajectories", lambda: teacher_stage(teacher, "continuous", spec["teacher_seeds"], root,
+                                                                   grader=grader, log=log))
         timed("reeval_report", lambda: reeval_stage(traj["path"], grader, root))
         data = timed("sft_dataset", lambda: dataset_stage(traj, root, **spec.get("dataset", {})))
     else:

@@ -105,6 +105,35 @@ def test_distill_runs_the_demo_preset_unless_told_otherwise(capsys, tmp_path, mo
     assert calls == ["demo", "long"]
 
 
+def test_each_preset_distils_its_own_teacher_from_the_cli_and_from_dagster(tmp_path, monkeypatch):
+    import dagster as dg
+
+    import rhythm_core.distill as distill
+    from rhythm_pipeline.definitions import defs
+    from rhythm_pipeline.defs import jobs
+
+    class Played(Exception):
+        pass
+
+    played = []
+
+    def teacher_stage(settings, condition, seeds, root, **kwargs):
+        played.append((settings.backend, condition, seeds))
+        raise Played
+
+    monkeypatch.setattr(distill, "teacher_stage", teacher_stage)
+    for preset in ("demo", "long"):
+        with pytest.raises(Played):
+            distill.run_distillation(tmp_path / preset, preset)
+    assert played == [("bayes", "continuous", "1000-2999"), ("search", "continuous", "1000-3999")]
+    # the launchpad's long job configures the teacher resource the same way; the main job keeps the default
+    long = dg.validate_run_config(defs.resolve_job_def("rhythm_lineage_long"), jobs.rhythm_lineage_long.config)
+    assert long["resources"]["teacher"]["config"]["backend"] == "search"
+    assert long["ops"]["teacher_trajectories"]["config"]["seeds"] == "1000-3999"
+    main_job = dg.validate_run_config(defs.resolve_job_def("rhythm_lineage"), {})
+    assert main_job["resources"]["teacher"]["config"]["backend"] == "bayes"
+
+
 def test_plugin_commands_have_a_line_of_their_own_in_the_help(capsys, tmp_path, monkeypatch):
     from importlib.metadata import EntryPoint
 

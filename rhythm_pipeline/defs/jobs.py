@@ -1,5 +1,5 @@
 """Jobs: the whole lineage (what `make demo` runs), the data half alone, the longer training preset
-(3,000 teacher weeks; the same config as `rhythm distill --preset long`), the published recipe at real
+(3,000 search-teacher weeks; the same config as `rhythm distill --preset long`), the published recipe at real
 scale, and the regrade and re-evaluation jobs."""
 
 import dagster as dg
@@ -20,12 +20,17 @@ def preset_ops(name: str) -> dict:
             "grpo_checkpoint": {"config": preset["grpo"]}}
 
 
+def preset_config(name: str) -> dict:
+    """The run config of a `rhythm distill` preset: its ops config and the offline teacher it distils."""
+    return {"ops": preset_ops(name), "resources": {"teacher": {"config": {"backend": PRESETS[name]["teacher"]}}}}
+
+
 rhythm_lineage_long = dg.define_asset_job(
     "rhythm_lineage_long",
     selection=dg.AssetSelection.all(),
-    description="The recipe at a larger budget: 3,000 Bayesian-teacher weeks, 1,000 short-context + 1,200 "
+    description="The recipe at a larger budget: 3,000 search-teacher weeks, 1,000 short-context + 1,200 "
                 "whole-week SFT steps, 50 GRPO steps (rhythm distill --preset long).",
-    config={"ops": preset_ops("long")},
+    config=preset_config("long"),
 )
 
 # The published recipe at real scale: an API teacher, the 3B student with LoRA trained and evaluated
