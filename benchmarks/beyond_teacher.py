@@ -79,6 +79,7 @@ def main() -> None:
     parser.add_argument("--sft-seed", type=int, default=0)
     parser.add_argument("--windows", default="0,5")
     parser.add_argument("--students", default="", help="already trained students to play too: name=model_dir,...")
+    parser.add_argument("--paired-with", default="bayes", help="the player every difference is taken from")
     args = parser.parse_args()
 
     from rhythm_core.env.conditions import parse_seeds
@@ -100,12 +101,12 @@ def main() -> None:
             seeds = parse_seeds(spec)
             played = {name: reference_scores(name, condition, seeds) for name in REFERENCES}
             played.update({name: play(model_dir, condition, seeds) for name, model_dir in students.items()})
-            today = played["bayes"][0]
+            base = played[args.paired_with][0]
             for name, (scores, mae) in played.items():
-                diff = scores - today
+                diff = scores - base
                 rows.append({"window": window, "condition": condition, "player": name,
                              "v3": f"{scores.mean():.4f}",
-                             "Δ vs bayes": "–" if name == "bayes" else
+                             f"Δ vs {args.paired_with}": "–" if name == args.paired_with else
                              f"{diff.mean():+.4f} ± {diff.std(ddof=1) / np.sqrt(len(diff)):.4f}",
                              "belief MAE": "–" if not np.isfinite(mae) else f"{mae:.3f}"})
             log(f"window {window} {condition}: done")

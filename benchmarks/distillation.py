@@ -2,6 +2,7 @@
 
     python benchmarks/distillation.py --preset demo
     python benchmarks/distillation.py --preset long --out runs/long
+    python benchmarks/distillation.py --preset long --teacher bayes --sft '{"seed": 1}' --grpo '{"seed": 1}'
     python benchmarks/distillation.py --preset demo --prompt-format table --name demo-table   # a variant
 
 Runs `rhythm_core.distill.run_distillation` (the same stages the assets call) and prints, per
@@ -33,6 +34,8 @@ def configuration(args) -> dict:
     spec["name"] = args.name or args.preset
     if args.teacher_seeds:
         spec["teacher_seeds"] = args.teacher_seeds
+    if args.teacher:
+        spec["teacher"] = args.teacher
     for key in ("prompt_format", "reasoning"):
         if getattr(args, key):
             spec["dataset"][key] = getattr(args, key)
@@ -105,6 +108,7 @@ def main(argv=None) -> int:
     p.add_argument("--preset", choices=list(PRESETS), default="demo")
     p.add_argument("--name", help="the configuration's name in the output (default: the preset)")
     p.add_argument("--out", help="output root (default runs/bench-<name>)")
+    p.add_argument("--teacher", choices=["bayes", "bayes_v3", "search"], help="the offline teacher (default: the preset's)")
     p.add_argument("--teacher-seeds")
     p.add_argument("--prompt-format", choices=list(PROMPT_FORMATS))
     p.add_argument("--reasoning", choices=REASONING)
