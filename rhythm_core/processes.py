@@ -88,7 +88,8 @@ def child_env() -> dict[str, str]:
 @contextlib.contextmanager
 def sigterm_interrupts() -> Iterator[None]:
     """While open, SIGTERM (and SIGHUP) interrupt this process as Ctrl-C does: KeyboardInterrupt, or
-    whatever SIGINT handler is installed then (Dagster's, during a run), so clean-up code runs. The
+    whatever SIGINT handler is installed then (Dagster's, during a run), so clean-up code runs; also
+    when SIGINT itself is ignored, as in a process a shell started in the background. The
     handlers before are restored after; outside the main thread nothing changes."""
     import threading
 
@@ -97,6 +98,9 @@ def sigterm_interrupts() -> Iterator[None]:
         return
 
     def interrupt(signum, _frame):
+        if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL):
+            # started in the background (`nohup ... &`) SIGINT is ignored: a SIGINT would do nothing
+            raise KeyboardInterrupt
         os.kill(os.getpid(), signal.SIGINT)
 
     previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}

@@ -46,6 +46,27 @@ def _stop_and_check(process: subprocess.Popen, tag: str, root: Path) -> int:
     return code
 
 
+_KILL_ME = """
+import os, signal, sys, time
+from rhythm_core.processes import sigterm_interrupts
+signal.signal(signal.SIGINT, getattr(signal, sys.argv[1]))
+try:
+    with sigterm_interrupts():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(30)
+except KeyboardInterrupt:
+    print("interrupted")
+"""
+
+
+@pytest.mark.parametrize("sigint", ["SIG_IGN", "default_int_handler"])
+def test_sigterm_interrupts_a_process_whose_sigint_is_ignored_too(sigint):
+    # `nohup rhythm distill ... &` starts with SIGINT ignored; a `kill` must still stop it cleanly
+    done = subprocess.run([sys.executable, "-c", _KILL_ME, sigint], cwd=REPO, capture_output=True, text=True,
+                          timeout=60)
+    assert (done.returncode, done.stdout.strip()) == (0, "interrupted"), done.stderr
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("stage", ["teacher", "sft"])
 def test_sigterm_to_rhythm_distill_stops_every_process_and_leaves_no_staging(tmp_path, stage):
