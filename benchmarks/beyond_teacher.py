@@ -38,6 +38,31 @@ def reference_scores(name: str, condition: str, seeds: list[int]) -> tuple[np.nd
     return get_grader("v3").grade_batch(episodes)[0], float(np.nanmean(mae)) if np.isfinite(mae).any() else float("nan")
 
 
+def window_table(students: dict[str, str], windows: list[int], references=REFERENCES, paired_with: str = "bayes",
+                 log=print) -> list[dict]:
+    """Rows (window, condition, player, v3, paired Δ vs `paired_with` ± SE, belief MAE) of every
+    reference and every student (name -> model dir) on the evaluation windows."""
+    from rhythm_core.env.conditions import parse_seeds
+    from rhythm_core.evaluation.rollouts import evaluation_window
+    from rhythm_core.training.validation import paired_verdict
+
+    rows = []
+    for window in windows:
+        for condition, spec in evaluation_window(window).items():
+            seeds = parse_seeds(spec)
+            played = {name: reference_scores(name, condition, seeds) for name in references}
+            played.update({name: play(model_dir, condition, seeds) for name, model_dir in students.items()})
+            base = played[paired_with][0]
+            for name, (scores, mae) in played.items():
+                verdict = paired_verdict(scores - base, name, paired_with)
+                rows.append({"window": window, "condition": condition, "player": name, "v3": f"{scores.mean():.4f}",
+                             f"Δ vs {paired_with}": "–" if name == paired_with else
+                             f"{verdict['difference']:+.4f} ± {verdict['difference_se']:.4f}",
+                             "belief MAE": "–" if not np.isfinite(mae) else f"{mae:.3f}"})
+            log(f"window {window} {condition}: done")
+    return rows
+
+
 def train(teacher: str, seeds: list[int], out: Path, log, sft_seed: int = 0) -> dict[str, str]:
     """The SFT student distilled from `teacher` and a GRPO student per seed: name -> model dir."""
     from rhythm_core.artifacts import write_result
@@ -82,9 +107,6 @@ def main() -> None:
     parser.add_argument("--paired-with", default="bayes", help="the player every difference is taken from")
     args = parser.parse_args()
 
-    from rhythm_core.env.conditions import parse_seeds
-    from rhythm_core.evaluation.rollouts import evaluation_window
-
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
 
@@ -95,24 +117,9 @@ def main() -> None:
     for teacher in filter(None, args.teachers.split(",")):
         students.update(train(teacher, [int(s) for s in args.grpo_seeds.split(",") if s], out, log, args.sft_seed))
     (out / "students.json").write_text(json.dumps(students, indent=2) + "\n")
-    rows = []
-    for window in (int(w) for w in args.windows.split(",")):
-        for condition, spec in evaluation_window(window).items():
-            seeds = parse_seeds(spec)
-            played = {name: reference_scores(name, condition, seeds) for name in REFERENCES}
-            played.update({name: play(model_dir, condition, seeds) for name, model_dir in students.items()})
-            base = played[args.paired_with][0]
-            for name, (scores, mae) in played.items():
-                diff = scores - base
-                rows.append({"window": window, "condition": condition, "player": name,
-                             "v3": f"{scores.mean():.4f}",
-                             f"Δ vs {args.paired_with}": "–" if name == args.paired_with else
-                             f"{diff.mean():+.4f} ± {diff.std(ddof=1) / np.sqrt(len(diff)):.4f}",
-                             "belief MAE": "–" if not np.isfinite(mae) else f"{mae:.3f}"})
-            log(f"window {window} {condition}: done")
+    rows = window_table(students, [int(w) for w in args.windows.split(",")], paired_with=args.paired_with, log=log)
     print_markdown(rows)
     (out / "table.json").write_text(json.dumps(rows, indent=2) + "\n")
-
 
 if __name__ == "__main__":
     main()

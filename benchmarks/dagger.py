@@ -9,7 +9,8 @@ and labels every step with its own belief and action. Two students are then trai
 with the demo's SFT settings, side by side: "dagger" on the teacher's weeks plus the relabelled
 student weeks, "more_teacher" on the teacher's weeks plus the teacher's own weeks on the same extra
 seeds (same number of weeks and steps: only where the states come from differs). Both play the
-evaluation windows next to the first student, paired week by week with today's Bayesian teacher.
+evaluation windows next to the first student, the heuristic, the fallback-only policy and both
+teachers, paired week by week with today's Bayesian teacher.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-from report import print_markdown  # benchmarks/ is the script's own folder
-from students_on_windows import play
+from beyond_teacher import window_table  # benchmarks/ is the script's own folder
+from report import print_markdown
 
 
 def relabelled_records(teacher: str, condition: str, seeds: np.ndarray, actions: np.ndarray) -> list[dict]:
@@ -72,7 +73,6 @@ def main() -> None:
     from rhythm_core.artifacts import write_result
     from rhythm_core.data.sft_dataset import build_sft_dataset, save_sft_dataset
     from rhythm_core.env.conditions import parse_seeds
-    from rhythm_core.evaluation.rollouts import evaluation_window
     from rhythm_core.teacher.offline import offline_chunks
     from rhythm_core.teacher.settings import TeacherSettings
     from rhythm_core.training.entry import run_stage
@@ -127,26 +127,10 @@ def main() -> None:
         log(f"{name}: SFT final loss {result.get('final_train_loss')}")
     (out / "students.json").write_text(json.dumps(students, indent=2))
 
-    from beyond_teacher import reference_scores
-
-    from rhythm_core.training.validation import paired_verdict
-
-    table = []
-    for window in (int(w) for w in args.windows.split(",")):
-        for condition, spec in evaluation_window(window).items():
-            seeds = parse_seeds(spec)
-            today, _ = reference_scores("bayes", condition, seeds)
-            rows = {name: reference_scores(name, condition, seeds) for name in ("heuristic", args.teacher)}
-            rows.update({name: play(path, condition, seeds) for name, path in students.items()})
-            for name, (scores, mae) in rows.items():
-                verdict = paired_verdict(scores - today, name, "bayes")
-                table.append({"window": window, "condition": condition, "player": name, "v3": f"{scores.mean():.4f}",
-                              "Δ vs today's teacher": f"{verdict['difference']:+.4f} ± {verdict['difference_se']:.4f}",
-                              "belief MAE": f"{mae:.3f}"})
-            log(f"window {window} {condition} (today's teacher {today.mean():.4f})")
+    table = window_table(students, [int(w) for w in args.windows.split(",")],
+                         references=("heuristic", "fallback", "bayes", args.teacher), log=log)
     (out / "table.json").write_text(json.dumps(table, indent=1))
     print_markdown(table)
-
 
 if __name__ == "__main__":
     main()
