@@ -94,7 +94,7 @@ def probe_students(out: Path, reused: Path | None = None) -> dict:
 
     from rhythm_core.data.sft_dataset import dataset_format
 
-    if dataset_format(datasets.load_from_disk(str(dataset[0])))["prompt_format"] not in CHAT_FORMATS:
+    if dataset_format(datasets.load_from_disk(str(dataset[0]))).prompt_format not in CHAT_FORMATS:
         return {}
     probes = {}
     for root, stage, name in ((source, "sft_checkpoint", "student_sft"), (out, "grpo_checkpoint", "student_grpo")):

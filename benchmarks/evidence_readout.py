@@ -2,13 +2,13 @@
 fitted on N teacher weeks — the records a dataset is built from — next to the Bayesian teacher and
 a constant, when the actions are the teacher's or another policy's. Prints figures; asserts nothing.
 
-    python benchmarks/evidence_readout.py [--weeks 256,1000,4000]
+    python benchmarks/evidence_readout.py [--weeks 256,1000,4000] [--windows 0] [--policies teacher,heuristic,random]
 
 For each N it plays the Bayesian teacher on continuous training seeds 1000..1000+N-1, fits the
 read-out on 90% of them exactly as `build_sft_dataset` does (target: the belief the teacher stated
 last), prints the fit's MAE against the teacher's own beliefs on the held-out 10%, then the chain's
-final-belief MAE against the true profile on the default evaluation seeds: that is the ceiling a
-student following the chain exactly can reach; the heuristic's and random actions show how far it
+final-belief MAE against the true profile on the evaluation windows (0: the default evaluation
+seeds): that is the ceiling a student following the chain exactly can reach; the heuristic's and random actions show how far it
 holds when the student acts differently from its teacher.
 """
 
@@ -27,7 +27,7 @@ from rhythm_core.agents import BayesAgent, heuristic_actions  # noqa: E402
 from rhythm_core.env import VectorRhythmEnv  # noqa: E402
 from rhythm_core.env.conditions import parse_seeds  # noqa: E402
 from rhythm_core.env.spec import ACTIONS, STEPS_PER_EPISODE  # noqa: E402
-from rhythm_core.evaluation.rollouts import DEFAULT_EVAL_SEEDS  # noqa: E402
+from rhythm_core.evaluation.rollouts import evaluation_window  # noqa: E402
 from rhythm_core.teacher.evidence import fit_evidence_readout  # noqa: E402
 from rhythm_core.teacher.offline import offline_records  # noqa: E402
 from rhythm_core.teacher.settings import TeacherSettings  # noqa: E402
@@ -66,12 +66,15 @@ def teacher_weeks(seeds) -> list[tuple[dict, list]]:
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--weeks", default="256,1000,4000", help="comma-separated numbers of teacher weeks to fit on")
+    p.add_argument("--windows", default="0", help="evaluation windows (0: the default evaluation seeds)")
+    p.add_argument("--policies", default="teacher,heuristic,random", help="who acts while the chain reads")
     args = p.parse_args(argv)
-    plays = {(c, policy): play(c, np.asarray(parse_seeds(spec)), policy)
-             for c, spec in DEFAULT_EVAL_SEEDS.items() for policy in ("teacher", "heuristic", "random")}
-    print("| fit weeks | fit s | held-out MAE vs teacher's belief (constant) | condition | actions | chain final "
-          "belief MAE vs truth | teacher | constant 0.5 |")
-    print("|---|---|---|---|---|---|---|---|")
+    plays = {(w, c, policy): play(c, np.asarray(parse_seeds(spec)), policy)
+             for w in (int(x) for x in args.windows.split(",")) for c, spec in evaluation_window(w).items()
+             for policy in args.policies.split(",")}
+    print("| fit weeks | fit s | held-out MAE vs teacher's belief (constant) | window | condition | actions | chain "
+          "final belief MAE vs truth | teacher | constant 0.5 |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for n in (int(w) for w in args.weeks.split(",")):
         weeks = teacher_weeks(range(1000, 1000 + n))
         cut = int(0.9 * n)
@@ -79,10 +82,10 @@ def main(argv=None) -> None:
         readout = fit_evidence_readout(weeks[:cut], weeks[cut:])
         fit_s = time.perf_counter() - start
         held = readout.fit["held_out"]["continuous"]
-        for (condition, policy), (histories, teacher, truth) in plays.items():
+        for (window, condition, policy), (histories, teacher, truth) in plays.items():
             chain = np.array([readout.chain(h)[1][-1] for h in histories])
             print(f"| {n} | {fit_s:.2f} | {held['mae_vs_teacher']:.3f} ({held['constant_mae_vs_teacher']:.3f}) | "
-                  f"{condition} | {policy} | {np.abs(chain - truth).mean():.3f} | {np.abs(teacher - truth).mean():.3f} "
+                  f"{window} | {condition} | {policy} | {np.abs(chain - truth).mean():.3f} | {np.abs(teacher - truth).mean():.3f} "
                   f"| {np.abs(0.5 - truth).mean():.3f} |")
 
 
