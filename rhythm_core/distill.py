@@ -35,8 +35,9 @@ DEFAULT_TEACHER_SEEDS = "1000-2999"
 # of the week and gated on held-out training weeks. "demo" is what the asset defaults and `make demo`
 # run; "long" is the same recipe with more data and steps, distilled from the search teacher.
 PRESETS: dict[str, dict] = {
-    # The Bayesian teacher: at the demo's 600 + 240 SFT steps the search teacher's students were ahead
-    # on continuous weeks only, level elsewhere (benchmarks/README.md, "Which teacher the recipe distils").
+    # The Bayesian teacher: at the demo's 600 + 240 SFT steps the search teacher's students are ahead
+    # on continuous weeks only (three SFT seeds), level elsewhere and below the Bayesian teacher itself
+    # (benchmarks/README.md, "Which teacher the recipe distils"); the published demo figures are its.
     "demo": {"teacher": "bayes", "teacher_seeds": DEFAULT_TEACHER_SEEDS, "dataset": {}, "sft": {}, "grpo": {},
              "eval_seeds": DEFAULT_EVAL_SEEDS},
     # 3,000 weeks and 1,000 + 1,200 SFT steps: at 2,000 weeks and 1,000 + 800 the OOD recovery on the
