@@ -1,0 +1,185 @@
+"""Other forms of the evidence chain, measured against the product's linear read-out: how close a
+student that followed each exactly would come to the person (the chain's final belief), and
+optionally the demo's SFT student trained on one of them. Prints figures; asserts nothing.
+
+    python benchmarks/readout_forms.py [--weeks 3000] [--windows 0,5,7]
+        [--train-student OUT [--sft-seed 0] [--linear-student MODEL_DIR]]
+
+Forms, each fitted on the Bayesian teacher's weeks 1000.. (90% of them, as a dataset does):
+- linear: the product's (`teacher/evidence.py`): each increment a fixed linear function of the
+  anomaly row, by the action and slot that caused it, fitted on the teacher's final beliefs;
+- linear_truth: the same fitted on the true profiles of the training weeks;
+- linear_counts: the same with a constant per (action, slot) added to each increment;
+- innovation: the increment also depends on the previous belief and the step t (anomaly, anomaly/t,
+  belief-0.5, (belief-0.5)/t and a constant, by action and slot), fitted step by step on the teacher's
+  own belief changes: the Kalman filter's innovation form with a gain that shrinks over the week.
+`--train-student` builds the demo's dataset from the Bayesian teacher's demo weeks with the
+innovation chain in the answers, trains the demo's SFT student on it and plays it beside the
+README's-recipe student of the linear chain (same SFT seed) on the windows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from evidence_readout import play, teacher_weeks  # noqa: E402
+
+from rhythm_core.env import VectorRhythmEnv  # noqa: E402
+from rhythm_core.env.conditions import parse_seeds  # noqa: E402
+from rhythm_core.env.spec import ACTIONS, BELIEF_DIMS, SLOTS  # noqa: E402
+from rhythm_core.evaluation.rollouts import evaluation_window  # noqa: E402
+from rhythm_core.teacher.evidence import (  # noqa: E402
+    DECIMALS,
+    RIDGE,
+    EvidenceReadout,
+    _evidence,
+    _features,
+    fit_evidence_readout,
+    stated_final_belief,
+)
+
+PAIRS = len(ACTIONS) * len(SLOTS)
+
+
+def _ridge(x: np.ndarray, y: np.ndarray, ridge: float, free_last: bool = True) -> np.ndarray:
+    penalty = ridge * np.eye(x.shape[1])
+    if free_last:
+        penalty[-1, -1] = 0.0
+    return np.linalg.solve(x.T @ x + penalty, x.T @ y)
+
+
+def _counts(observations, upto: int) -> np.ndarray:
+    counts = np.zeros(PAIRS)
+    for t in range(1, upto + 1):
+        action, _ = _evidence(observations[t], t)
+        counts[action * len(SLOTS) + (t - 1) % len(SLOTS)] += 1
+    return counts
+
+
+def fit_linear_variant(weeks, target: str) -> callable:
+    """The final belief of the linear read-out fitted on the truth or with per-(action, slot) constants."""
+    rows, targets = [], []
+    for (record, observations), truth in weeks:
+        t, stated = stated_final_belief(record)
+        extra = _counts(observations, t) if target == "counts" else []
+        rows.append(np.concatenate([_features(observations, t), extra, [1.0]]))
+        targets.append(truth if target == "truth" else stated)
+    x = np.asarray(rows)
+    coef = _ridge(x, np.asarray(targets), RIDGE * len(x))
+
+    def final(observations):
+        upto = len(observations) - 1
+        extra = _counts(observations, upto) if target == "counts" else []
+        return np.clip(np.concatenate([_features(observations, upto), extra, [1.0]]) @ coef, 0.0, 1.0)
+    return final
+
+
+def _innovation_features(anomaly, belief, t: int) -> np.ndarray:
+    return np.concatenate([anomaly, anomaly / t, belief - 0.5, (belief - 0.5) / t, [1.0]])
+
+
+class InnovationReadout:
+    """The innovation-form chain, with EvidenceReadout's interface (`chain`, `to_dict`, `fit`)."""
+
+    def __init__(self, linear: EvidenceReadout, start, coefs):
+        self.linear, self.start, self.coefs = linear, np.asarray(start), coefs
+        self.fit = {**linear.fit, "form": "innovation"}
+
+    def chain(self, observations):
+        increments = np.zeros((len(observations), len(BELIEF_DIMS)))
+        beliefs = np.zeros_like(increments)
+        belief = np.round(self.start, DECIMALS)
+        for t, obs in enumerate(observations):
+            if t > 0:
+                action, anomaly = _evidence(obs, t)
+                coef = self.coefs[action * len(SLOTS) + (t - 1) % len(SLOTS)]
+                step = _innovation_features(anomaly, belief, t) @ coef if coef is not None else 0.0
+                increments[t] = np.round(step, DECIMALS) + 0.0
+                belief = np.round(np.clip(belief + increments[t], 0.0, 1.0), DECIMALS)
+            beliefs[t] = belief
+        return increments, beliefs + 0.0
+
+    def to_dict(self) -> dict:  # the linear read-out's weights (what the stage's metadata reads) and the fit
+        return {**self.linear.to_dict(), "fit": self.fit}
+
+
+def fit_innovation(fit_weeks, held_out=(), ridge: float = 1e-2) -> InnovationReadout:
+    """Per (action, slot), least squares of the teacher's belief change on _innovation_features of
+    the anomaly, its previous belief and the step."""
+    rows, targets, starts = [[] for _ in range(PAIRS)], [[] for _ in range(PAIRS)], []
+    for record, observations in fit_weeks:
+        beliefs = np.array([[s["parsed"]["belief"][d] for d in BELIEF_DIMS] for s in record["steps"]])
+        starts.append(beliefs[0])
+        for t in range(1, len(observations)):
+            action, anomaly = _evidence(observations[t], t)
+            k = action * len(SLOTS) + (t - 1) % len(SLOTS)
+            rows[k].append(_innovation_features(anomaly, beliefs[t - 1], t))
+            targets[k].append(beliefs[t] - beliefs[t - 1])
+    coefs = [_ridge(np.asarray(x), np.asarray(y), ridge, free_last=False) if x else None
+             for x, y in zip(rows, targets)]
+    return InnovationReadout(fit_evidence_readout(fit_weeks, held_out), np.mean(starts, axis=0), coefs)
+
+
+def ceilings(n_weeks: int, windows: list[int]) -> None:
+    weeks = teacher_weeks(range(1000, 1000 + n_weeks))
+    cut = int(0.9 * n_weeks)
+    env = VectorRhythmEnv("continuous")
+    env.reset(np.arange(1000, 1000 + n_weeks))
+    with_truth = list(zip(weeks[:cut], env.true_belief[:cut]))
+    linear = fit_evidence_readout(weeks[:cut])
+    forms = {"linear": lambda h: linear.chain(h)[1][-1],
+             "linear_truth": fit_linear_variant(with_truth, "truth"),
+             "linear_counts": fit_linear_variant(with_truth, "counts"),
+             "innovation": (lambda r: lambda h: r.chain(h)[1][-1])(fit_innovation(weeks[:cut]))}
+    print("| window | condition | teacher | " + " | ".join(forms) + " |")
+    print("|---|---|---|" + "---|" * len(forms))
+    for window in windows:
+        for condition, spec in evaluation_window(window).items():
+            histories, teacher, truth = play(condition, np.asarray(parse_seeds(spec)), "teacher")
+            cells = [f"{np.abs(np.array([f(h) for h in histories]) - truth).mean():.3f}" for f in forms.values()]
+            print(f"| {window} | {condition} | {np.abs(teacher - truth).mean():.3f} | " + " | ".join(cells) + " |",
+                  flush=True)
+
+
+def train_student(out: Path, sft_seed: int, windows: list[int], linear_student: str | None) -> None:
+    from beyond_teacher import train, window_table
+
+    import rhythm_core.data.sft_dataset as sft_dataset
+
+    linear = linear_student or train("bayes", [], out / "linear", print, sft_seed)["bayes:sft"]
+    sft_dataset.fit_evidence_readout = fit_innovation  # the dataset's answers carry the innovation chain
+    innovation_students = train("bayes", [], out / "innovation", print, sft_seed)
+    students = {"linear:sft": linear, "innovation:sft": innovation_students["bayes:sft"]}
+    rows = window_table(students, windows, log=print)
+    (out / "table.json").write_text(json.dumps(rows, indent=1) + "\n")
+    print("| window | condition | player | v3 | Δ vs bayes | belief MAE |\n|---|---|---|---|---|---|")
+    for row in rows:
+        print("| " + " | ".join(str(v) for v in row.values()) + " |")
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--weeks", type=int, default=3000)
+    p.add_argument("--windows", default="0,5,7")
+    p.add_argument("--train-student", type=Path, help="output folder: train and play the demo's student on it")
+    p.add_argument("--sft-seed", type=int, default=0)
+    p.add_argument("--linear-student", help="the linear chain's student of the same SFT seed, already trained (a "
+                   "model dir, e.g. the demo's): skips training it")
+    args = p.parse_args(argv)
+    windows = [int(w) for w in args.windows.split(",")]
+    if args.train_student:
+        train_student(args.train_student, args.sft_seed, windows, args.linear_student)
+    else:
+        ceilings(args.weeks, windows)
+
+
+if __name__ == "__main__":
+    main()
