@@ -3,7 +3,7 @@ student that followed each exactly would come to the person (the chain's final b
 optionally the demo's SFT student trained on one of them. Prints figures; asserts nothing.
 
     python benchmarks/readout_forms.py [--weeks 3000] [--windows 0,5,7]
-        [--train-student OUT [--sft-seed 0] [--linear-student MODEL_DIR]]
+        [--train-student OUT [--preset demo|long] [--sft-seed 0] [--linear-student MODEL_DIR]]
 
 Forms, each fitted on the Bayesian teacher's weeks 1000.. (90% of them, as a dataset does):
 - linear: the product's (`teacher/evidence.py`): each increment a fixed linear function of the
@@ -13,9 +13,9 @@ Forms, each fitted on the Bayesian teacher's weeks 1000.. (90% of them, as a dat
 - innovation: the increment also depends on the previous belief and the step t (anomaly, anomaly/t,
   belief-0.5, (belief-0.5)/t and a constant, by action and slot), fitted step by step on the teacher's
   own belief changes: the Kalman filter's innovation form with a gain that shrinks over the week.
-`--train-student` builds the demo's dataset from the Bayesian teacher's demo weeks with the
-innovation chain in the answers, trains the demo's SFT student on it and plays it beside the
-README's-recipe student of the linear chain (same SFT seed) on the windows.
+`--train-student` builds the preset's dataset (demo: the Bayesian teacher's 2,000 weeks; long: the
+search teacher's 3,000) with the innovation chain in the answers, trains the preset's SFT student on
+it and plays it beside the linear chain's student of the same SFT seed on the windows.
 """
 
 from __future__ import annotations
@@ -149,16 +149,27 @@ def ceilings(n_weeks: int, windows: list[int]) -> None:
                   flush=True)
 
 
-def train_student(out: Path, sft_seed: int, windows: list[int], linear_student: str | None) -> None:
+def train_student(out: Path, sft_seed: int, windows: list[int], linear_student: str | None,
+                  preset: str = "demo") -> None:
+    """The preset's SFT student of the innovation chain beside the linear chain's (trained here, or
+    given): "demo" from the Bayesian teacher's demo weeks, "long" from the long preset's teacher and
+    steps (its linear student must be given)."""
     from beyond_teacher import train, window_table
 
     import rhythm_core.data.sft_dataset as sft_dataset
+    from rhythm_core.distill import PRESETS, run_distillation
 
+    if preset == "long" and not linear_student:
+        raise SystemExit("--preset long needs --linear-student (a long run's SFT model dir)")
     linear = linear_student or train("bayes", [], out / "linear", print, sft_seed)["bayes:sft"]
     sft_dataset.fit_evidence_readout = fit_innovation  # the dataset's answers carry the innovation chain
-    innovation_students = train("bayes", [], out / "innovation", print, sft_seed)
-    students = {"linear:sft": linear, "innovation:sft": innovation_students["bayes:sft"]}
-    rows = window_table(students, windows, log=print)
+    if preset == "demo":
+        innovation = train("bayes", [], out / "innovation", print, sft_seed)["bayes:sft"]
+    else:
+        spec = {**PRESETS[preset], "sft": {**PRESETS[preset]["sft"], "seed": sft_seed}}
+        run_distillation(out / "innovation", spec, with_grpo=False, log=lambda m: print(m) if "done in" in m else None)
+        innovation = str(next((out / "innovation" / "sft_checkpoint").glob("*/model")))
+    rows = window_table({"linear:sft": linear, "innovation:sft": innovation}, windows, log=print)
     (out / "table.json").write_text(json.dumps(rows, indent=1) + "\n")
     print("| window | condition | player | v3 | Δ vs bayes | belief MAE |\n|---|---|---|---|---|---|")
     for row in rows:
@@ -169,14 +180,15 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--weeks", type=int, default=3000)
     p.add_argument("--windows", default="0,5,7")
-    p.add_argument("--train-student", type=Path, help="output folder: train and play the demo's student on it")
+    p.add_argument("--train-student", type=Path, help="output folder: train and play the preset's student on it")
     p.add_argument("--sft-seed", type=int, default=0)
+    p.add_argument("--preset", choices=["demo", "long"], default="demo", help="the student's budget and teacher")
     p.add_argument("--linear-student", help="the linear chain's student of the same SFT seed, already trained (a "
                    "model dir, e.g. the demo's): skips training it")
     args = p.parse_args(argv)
     windows = [int(w) for w in args.windows.split(",")]
     if args.train_student:
-        train_student(args.train_student, args.sft_seed, windows, args.linear_student)
+        train_student(args.train_student, args.sft_seed, windows, args.linear_student, args.preset)
     else:
         ceilings(args.weeks, windows)
 
