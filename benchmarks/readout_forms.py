@@ -37,13 +37,13 @@ from rhythm_core.env.conditions import parse_seeds  # noqa: E402
 from rhythm_core.env.spec import ACTIONS, BELIEF_DIMS, SLOTS  # noqa: E402
 from rhythm_core.evaluation.rollouts import evaluation_window  # noqa: E402
 from rhythm_core.teacher.evidence import (  # noqa: E402
-    DECIMALS,
     RIDGE,
     EvidenceReadout,
     _evidence,
     _features,
     fit_evidence_readout,
     stated_final_belief,
+    walk_chain,
 )
 
 PAIRS = len(ACTIONS) * len(SLOTS)
@@ -94,18 +94,10 @@ class InnovationReadout:
         self.fit = {**linear.fit, "form": "innovation"}
 
     def chain(self, observations):
-        increments = np.zeros((len(observations), len(BELIEF_DIMS)))
-        beliefs = np.zeros_like(increments)
-        belief = np.round(self.start, DECIMALS)
-        for t, obs in enumerate(observations):
-            if t > 0:
-                action, anomaly = _evidence(obs, t)
-                coef = self.coefs[action * len(SLOTS) + (t - 1) % len(SLOTS)]
-                step = _innovation_features(anomaly, belief, t) @ coef if coef is not None else 0.0
-                increments[t] = np.round(step, DECIMALS) + 0.0
-                belief = np.round(np.clip(belief + increments[t], 0.0, 1.0), DECIMALS)
-            beliefs[t] = belief
-        return increments, beliefs + 0.0
+        def increment(t, action, anomaly, belief):
+            coef = self.coefs[action * len(SLOTS) + (t - 1) % len(SLOTS)]
+            return _innovation_features(anomaly, belief, t) @ coef if coef is not None else np.zeros(len(BELIEF_DIMS))
+        return walk_chain(observations, self.start, increment)
 
     def to_dict(self) -> dict:  # the linear read-out's weights (what the stage's metadata reads) and the fit
         return {**self.linear.to_dict(), "fit": self.fit}

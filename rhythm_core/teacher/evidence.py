@@ -68,6 +68,23 @@ def _features(observations: list, upto: int) -> np.ndarray:
     return sums.reshape(-1)
 
 
+def walk_chain(observations: list, start, increment) -> tuple[np.ndarray, np.ndarray]:
+    """Increments and beliefs (T, 3) of a chain from `start`: at each step t > 0 the increment is
+    `increment(t, action, anomaly, previous belief)` on the grid, and the belief the previous plus it,
+    clipped to [0, 1], on the grid (so a stated belief is exactly the previous one plus the stated
+    increment)."""
+    increments = np.zeros((len(observations), len(BELIEF_DIMS)))
+    beliefs = np.zeros_like(increments)
+    belief = np.round(np.asarray(start, dtype=np.float64), DECIMALS)
+    for t, obs in enumerate(observations):
+        if t > 0:
+            action, anomaly = _evidence(obs, t)
+            increments[t] = np.round(increment(t, action, anomaly, belief), DECIMALS) + 0.0
+            belief = np.round(np.clip(belief + increments[t], 0.0, 1.0), DECIMALS)
+        beliefs[t] = belief
+    return increments, beliefs + 0.0
+
+
 @dataclass(frozen=True)
 class EvidenceReadout:
     """weights (A, S, M, 3) and intercept (3,) of the read-out, and the fit's figures."""
@@ -85,16 +102,8 @@ class EvidenceReadout:
         `env.Observation`s as the prompt renders them, or their dicts). The first belief is the
         intercept; each later one is the previous plus the increment of the anomaly that step shows,
         clipped to [0, 1], on the grid."""
-        increments = np.zeros((len(observations), len(BELIEF_DIMS)))
-        beliefs = np.zeros_like(increments)
-        belief = np.round(self.intercept, DECIMALS)
-        for t, obs in enumerate(observations):
-            if t > 0:
-                action, anomaly = _evidence(obs, t)
-                increments[t] = self.increment(action, (t - 1) % len(SLOTS), anomaly)
-                belief = np.round(np.clip(belief + increments[t], 0.0, 1.0), DECIMALS)
-            beliefs[t] = belief
-        return increments, beliefs + 0.0
+        return walk_chain(observations, self.intercept,
+                          lambda t, action, anomaly, _belief: self.increment(action, (t - 1) % len(SLOTS), anomaly))
 
     def final_belief(self, observations: list[dict], upto: int) -> np.ndarray:
         """The read-out's (unrounded, clipped) belief after observations 1..upto."""
