@@ -59,7 +59,7 @@ except KeyboardInterrupt:
 """
 
 
-@pytest.mark.parametrize("sigint", ["SIG_IGN", "default_int_handler"])
+@pytest.mark.parametrize("sigint", ["SIG_IGN", "SIG_DFL", "default_int_handler"])
 def test_sigterm_interrupts_a_process_whose_sigint_is_ignored_too(sigint):
     # `nohup rhythm distill ... &` starts with SIGINT ignored; a `kill` must still stop it cleanly
     done = subprocess.run([sys.executable, "-c", _KILL_ME, sigint], cwd=REPO, capture_output=True, text=True,
