@@ -114,10 +114,11 @@ def test_a_read_out_needs_stated_beliefs_and_flags_a_small_fit(teacher_weeks):
         for step in record["steps"]:
             step["parsed"]["belief"] = None
         silent.append((record, history))
-    with pytest.raises(ReadoutFitError, match="none of the 20 training weeks states a valid belief"):
-        fit_evidence_readout(silent)
-    small = fit_evidence_readout(teacher_weeks[:20])
-    assert not small.fit["reliable"] and str(MIN_FIT_EPISODES) in small.fit["warning"]
+    for fit in (fit_evidence_readout, fit_innovation_readout):
+        with pytest.raises(ReadoutFitError, match="none of the 20 training weeks states a valid belief"):
+            fit(silent)
+    for small in (fit_evidence_readout(teacher_weeks[:20]), fit_innovation_readout(teacher_weeks[:20])):
+        assert not small.fit["reliable"] and str(MIN_FIT_EPISODES) in small.fit["warning"]
 
 
 def _assert_answers_carry_a_chain(data, records, start) -> None:

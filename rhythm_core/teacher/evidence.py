@@ -209,7 +209,7 @@ def fit_evidence_readout(fit_weeks: list[tuple[dict, list[dict]]],
 # What an innovation increment is a linear function of, by (action, slot): the shown anomaly, it / t,
 # the previous belief - 0.5, that / t, and a constant.
 INNOVATION_TERMS = ("anomaly", "anomaly/t", "belief-0.5", "(belief-0.5)/t", "constant")
-INNOVATION_RIDGE = 1e-2  # per (action, slot) pair, not scaled by its rows: pairs seen a few times stay near 0
+INNOVATION_RIDGE = 1e-2  # per (action, slot) pair, not scaled by its rows: a pair seen once or twice stays near 0
 
 
 def _innovation_features(anomaly: np.ndarray, belief: np.ndarray, t: int) -> np.ndarray:
@@ -250,7 +250,7 @@ def fit_innovation_readout(fit_weeks: list[tuple[dict, list[dict]]],
     """Fit the innovation form on `fit_weeks` (as `fit_evidence_readout`): per (action, slot), ridge least
     squares of each step's change of the teacher's stated belief on the features of the shown anomaly,
     the previous stated belief and the step (a step whose belief or predecessor's is missing is left
-    out); the start is the mean first belief. Its figures, as the linear fit's: the chain's final belief
+    out); the start is the mean first belief (0.5 where no week states one). Its figures, as the linear fit's: the chain's final belief
     against the teacher's last stated one, per condition, beside a constant's."""
     width = 2 * len(METERS) + 2 * len(BELIEF_DIMS) + 1
     rows = [[[] for _ in SLOTS] for _ in ACTIONS]
@@ -268,7 +268,7 @@ def fit_innovation_readout(fit_weeks: list[tuple[dict, list[dict]]],
             targets[action][(t - 1) % len(SLOTS)].append(beliefs[t] - beliefs[t - 1])
         if stated_final_belief(record) is not None:
             finals.append(stated_final_belief(record)[1])
-    if not starts or not finals:
+    if not finals:
         raise ReadoutFitError(
             f"the innovation read-out is fitted on the teacher's own stated beliefs, and none of the "
             f"{len(fit_weeks)} training weeks states a valid belief; use a teacher that states its belief, or "
@@ -280,7 +280,7 @@ def fit_innovation_readout(fit_weeks: list[tuple[dict, list[dict]]],
             x, y = np.asarray(rows[a][s]), np.asarray(targets[a][s])
             coefs[a, s] = np.linalg.solve(x.T @ x + INNOVATION_RIDGE * np.eye(width), x.T @ y)
             steps += len(x)
-    readout = InnovationReadout(np.mean(starts, axis=0), coefs)
+    readout = InnovationReadout(np.mean(starts, axis=0) if starts else np.full(len(BELIEF_DIMS), 0.5), coefs)
     constant = np.mean(finals, axis=0)
 
     def quality(weeks) -> dict:
