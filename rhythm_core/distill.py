@@ -43,10 +43,8 @@ PRESETS: dict[str, dict] = {
     # 3,000 weeks and 1,000 + 1,200 SFT steps: at 2,000 weeks and 1,000 + 800 the OOD recovery on the
     # default evaluation seeds was 86-92% across runs (benchmarks/README.md, "The larger budget at 3,000
     # weeks"). The search teacher: at this budget its students score above the Bayesian teacher's
-    # (benchmarks/README.md, "The larger budget from the search teacher"). The innovation chain: the
-    # linear one is further from the person than the teacher out of distribution, and the student learns
-    # this one at this budget, not the demo's (benchmarks/README.md, "The innovation chain in the product").
-    "long": {"teacher": "search", "teacher_seeds": "1000-3999", "dataset": {"readout_form": "innovation"},
+    # (benchmarks/README.md, "The larger budget from the search teacher").
+    "long": {"teacher": "search", "teacher_seeds": "1000-3999", "dataset": {},
              "sft": {"short_context_steps": 1000, "max_steps": 1200},
              "grpo": {"max_steps": 50, "teacher_prompts": 2048, "student_episodes": 16},
              "eval_seeds": DEFAULT_EVAL_SEEDS},

@@ -1,0 +1,82 @@
+"""Two recipes' students against each other, week by week, pooled over evaluation windows.
+
+    python benchmarks/paired_students.py --a NAME=MODEL_DIR,... --b NAME=MODEL_DIR,... [--windows 0,5,7,8,9]
+        [--out scores.json]
+
+`--a` and `--b` list students in pairs (the i-th of each trained alike but for the recipe's change,
+e.g. the same SFT seed). Each plays every window's weeks greedily; per condition the script prints,
+for each pair and for all pairs together, the paired difference b − a of the v3 score and of the
+final belief MAE, pooled over the windows' weeks, with its standard error. A window's condition is
+15 to 100 weeks, too few to tell a +0.01 recipe from noise; pooled over five windows and two pairs
+it is 150 to 1,000 paired weeks. Per-week figures go to `--out` as JSON. Prints figures; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+
+def week_figures(model_dir: str, condition: str, seeds: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Per-week v3 score and final belief MAE of a checkpoint playing greedily."""
+    from rhythm_core.agents.rollout import rollout
+    from rhythm_core.graders import get_grader
+    from rhythm_core.training.generation import SamplingConfig
+    from rhythm_core.training.policy import LLMPolicyAgent
+
+    agent = LLMPolicyAgent.from_checkpoint(model_dir, sampling=SamplingConfig(temperature=0.0))
+    episodes = rollout(agent, condition, seeds)
+    return get_grader("v3").grade_batch(episodes)[0], np.asarray(episodes.belief_mae(), dtype=float)
+
+
+def _students(spec: str) -> list[tuple[str, str]]:
+    return [tuple(item.split("=", 1)) for item in spec.split(",") if item]
+
+
+def _difference(diff: np.ndarray) -> str:
+    return f"{diff.mean():+.4f} ± {diff.std(ddof=1) / np.sqrt(len(diff)):.4f}"
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--a", required=True, help="the reference recipe's students: name=model_dir,...")
+    p.add_argument("--b", required=True, help="the other recipe's students, in the same order")
+    p.add_argument("--windows", default="0,5,7,8,9")
+    p.add_argument("--out", type=Path, help="write the per-week figures here (JSON)")
+    args = p.parse_args(argv)
+    a, b = _students(args.a), _students(args.b)
+    if len(a) != len(b) or not a:
+        raise SystemExit("--a and --b need the same number of students, at least one")
+
+    from rhythm_core.env.conditions import parse_seeds
+    from rhythm_core.evaluation.rollouts import evaluation_window
+
+    figures: dict = {}  # condition -> student -> [scores, belief errors] over the windows' weeks
+    for window in (int(w) for w in args.windows.split(",")):
+        for condition, spec in evaluation_window(window).items():
+            seeds = parse_seeds(spec)
+            for name, model_dir in a + b:
+                scores, errors = week_figures(model_dir, condition, seeds)
+                pooled = figures.setdefault(condition, {}).setdefault(name, [[], []])
+                pooled[0] += scores.tolist()
+                pooled[1] += errors.tolist()
+            print(f"window {window} {condition}: played", flush=True)
+    if args.out:
+        args.out.write_text(json.dumps(figures) + "\n")
+    print("| condition | pair (b − a) | weeks | v3 difference | belief MAE difference |\n|---|---|---|---|---|")
+    for condition, by_name in figures.items():
+        pairs = [(np.asarray(by_name[nb][0]) - np.asarray(by_name[na][0]),
+                  np.asarray(by_name[nb][1]) - np.asarray(by_name[na][1]), f"{nb} − {na}") for (na, _), (nb, _) in zip(a, b)]
+        if len(pairs) > 1:
+            # the pairs' mean difference per week (the pairs play the same weeks)
+            pairs.append((np.mean([s for s, _, _ in pairs], axis=0), np.mean([e for _, e, _ in pairs], axis=0),
+                          "mean of the pairs"))
+        for scores, errors, label in pairs:
+            print(f"| {condition} | {label} | {len(scores)} | {_difference(scores)} | {_difference(errors)} |")
+
+
+if __name__ == "__main__":
+    main()
