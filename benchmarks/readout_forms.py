@@ -3,7 +3,8 @@ student that followed each exactly would come to the person (the chain's final b
 optionally the demo's SFT student trained on one of them. Prints figures; asserts nothing.
 
     python benchmarks/readout_forms.py [--weeks 3000] [--windows 0,5,7] [--teacher bayes|search]
-        [--train-student OUT [--preset demo|long] [--sft-seed 0] [--linear-student MODEL_DIR]]
+        [--train-student OUT [--preset demo|long] [--form innovation|innovation_1t] [--sft-seed 0]
+         [--linear-student MODEL_DIR]]
 
 Forms, each fitted on the offline teacher's weeks 1000.. (`--teacher`, the Bayesian one by default; 90% of
 them, as a dataset does) and played with its actions:
@@ -13,11 +14,13 @@ them, as a dataset does) and played with its actions:
 - linear_counts: the same with a constant per (action, slot) added to each increment;
 - innovation: the increment also depends on the previous belief and the step t (anomaly, anomaly/t,
   belief-0.5, (belief-0.5)/t and a constant, by action and slot), fitted step by step on the teacher's
-  own belief changes: the Kalman filter's innovation form with a gain that shrinks over the week.
+  own belief changes: the Kalman filter's innovation form with a gain that shrinks over the week;
+- innovation_1t: the same without the (belief - 0.5) term: the previous belief enters only through
+  (belief - 0.5) / t.
 `--train-student` builds the preset's dataset (demo: the Bayesian teacher's 2,000 weeks; long: the
-search teacher's 3,000) with the innovation chain in the answers, trains the preset's SFT student on
+search teacher's 3,000) with the innovation chain (`--form`) in the answers, trains the preset's SFT student on
 it and plays it beside the linear chain's student of the same SFT seed on the windows; `python
-benchmarks/distillation.py --preset long --reuse-sft-from OUT/innovation --grpo '{"seed": S}'` adds its
+benchmarks/distillation.py --preset long --reuse-sft-from OUT/FORM --grpo '{"seed": S}'` adds its
 GRPO student, and `benchmarks/paired_students.py` plays both chains' students week by week.
 """
 
@@ -85,28 +88,31 @@ def fit_linear_variant(weeks, target: str) -> callable:
     return final
 
 
-def _innovation_features(anomaly, belief, t: int) -> np.ndarray:
+def _innovation_features(anomaly, belief, t: int, form: str = "innovation") -> np.ndarray:
+    if form == "innovation_1t":  # the previous belief enters only through (belief - 0.5) / t
+        return np.concatenate([anomaly, anomaly / t, (belief - 0.5) / t, [1.0]])
     return np.concatenate([anomaly, anomaly / t, belief - 0.5, (belief - 0.5) / t, [1.0]])
 
 
 class InnovationReadout:
     """The innovation-form chain, with EvidenceReadout's interface (`chain`, `to_dict`, `fit`)."""
 
-    def __init__(self, linear: EvidenceReadout, start, coefs):
-        self.linear, self.start, self.coefs = linear, np.asarray(start), coefs
-        self.fit = {**linear.fit, "form": "innovation"}
+    def __init__(self, linear: EvidenceReadout, start, coefs, form: str = "innovation"):
+        self.linear, self.start, self.coefs, self.form = linear, np.asarray(start), coefs, form
+        self.fit = {**linear.fit, "form": form}
 
     def chain(self, observations):
         def increment(t, action, anomaly, belief):
             coef = self.coefs[action * len(SLOTS) + (t - 1) % len(SLOTS)]
-            return _innovation_features(anomaly, belief, t) @ coef if coef is not None else np.zeros(len(BELIEF_DIMS))
+            return (_innovation_features(anomaly, belief, t, self.form) @ coef if coef is not None
+                    else np.zeros(len(BELIEF_DIMS)))
         return walk_chain(observations, self.start, increment)
 
     def to_dict(self) -> dict:  # the linear read-out's weights (what the stage's metadata reads) and the fit
         return {**self.linear.to_dict(), "fit": self.fit}
 
 
-def fit_innovation(fit_weeks, held_out=(), ridge: float = 1e-2) -> InnovationReadout:
+def fit_innovation(fit_weeks, held_out=(), ridge: float = 1e-2, form: str = "innovation") -> InnovationReadout:
     """Per (action, slot), least squares of the teacher's belief change on _innovation_features of
     the anomaly, its previous belief and the step."""
     rows, targets, starts = [[] for _ in range(PAIRS)], [[] for _ in range(PAIRS)], []
@@ -116,11 +122,11 @@ def fit_innovation(fit_weeks, held_out=(), ridge: float = 1e-2) -> InnovationRea
         for t in range(1, len(observations)):
             action, anomaly = _evidence(observations[t], t)
             k = action * len(SLOTS) + (t - 1) % len(SLOTS)
-            rows[k].append(_innovation_features(anomaly, beliefs[t - 1], t))
+            rows[k].append(_innovation_features(anomaly, beliefs[t - 1], t, form))
             targets[k].append(beliefs[t] - beliefs[t - 1])
     coefs = [_ridge(np.asarray(x), np.asarray(y), ridge, free_last=False) if x else None
              for x, y in zip(rows, targets)]
-    return InnovationReadout(fit_evidence_readout(fit_weeks, held_out), np.mean(starts, axis=0), coefs)
+    return InnovationReadout(fit_evidence_readout(fit_weeks, held_out), np.mean(starts, axis=0), coefs, form)
 
 
 def ceilings(n_weeks: int, windows: list[int], teacher: str = "bayes") -> None:
@@ -133,7 +139,8 @@ def ceilings(n_weeks: int, windows: list[int], teacher: str = "bayes") -> None:
     forms = {"linear": lambda h: linear.chain(h)[1][-1],
              "linear_truth": fit_linear_variant(with_truth, "truth"),
              "linear_counts": fit_linear_variant(with_truth, "counts"),
-             "innovation": (lambda r: lambda h: r.chain(h)[1][-1])(fit_innovation(weeks[:cut]))}
+             "innovation": (lambda r: lambda h: r.chain(h)[1][-1])(fit_innovation(weeks[:cut])),
+             "innovation_1t": (lambda r: lambda h: r.chain(h)[1][-1])(fit_innovation(weeks[:cut], form="innovation_1t"))}
     print("| window | condition | teacher | " + " | ".join(forms) + " |")
     print("|---|---|---|" + "---|" * len(forms))
     for window in windows:
@@ -145,7 +152,7 @@ def ceilings(n_weeks: int, windows: list[int], teacher: str = "bayes") -> None:
 
 
 def train_student(out: Path, sft_seed: int, windows: list[int], linear_student: str | None,
-                  preset: str = "demo") -> None:
+                  preset: str = "demo", form: str = "innovation") -> None:
     """The preset's SFT student of the innovation chain beside the linear chain's (trained here, or
     given): "demo" from the Bayesian teacher's demo weeks, "long" from the long preset's teacher and
     steps (its linear student must be given)."""
@@ -157,13 +164,14 @@ def train_student(out: Path, sft_seed: int, windows: list[int], linear_student: 
     if preset == "long" and not linear_student:
         raise SystemExit("--preset long needs --linear-student (a long run's SFT model dir)")
     linear = linear_student or train("bayes", [], out / "linear", print, sft_seed)["bayes:sft"]
-    sft_dataset.fit_evidence_readout = fit_innovation  # the dataset's answers carry the innovation chain
+    # the dataset's answers carry the innovation chain
+    sft_dataset.fit_evidence_readout = lambda weeks, held_out=(): fit_innovation(weeks, held_out, form=form)
     if preset == "demo":
-        innovation = train("bayes", [], out / "innovation", print, sft_seed)["bayes:sft"]
+        innovation = train("bayes", [], out / form, print, sft_seed)["bayes:sft"]
     else:
         spec = {**PRESETS[preset], "sft": {**PRESETS[preset]["sft"], "seed": sft_seed}}
-        run_distillation(out / "innovation", spec, with_grpo=False, log=lambda m: print(m) if "done in" in m else None)
-        innovation = str(next((out / "innovation" / "sft_checkpoint").glob("*/model")))
+        run_distillation(out / form, spec, with_grpo=False, log=lambda m: print(m) if "done in" in m else None)
+        innovation = str(next((out / form / "sft_checkpoint").glob("*/model")))
     rows = window_table({"linear:sft": linear, "innovation:sft": innovation}, windows, log=print)
     (out / "table.json").write_text(json.dumps(rows, indent=1) + "\n")
     print("| window | condition | player | v3 | Δ vs bayes | belief MAE |\n|---|---|---|---|---|---|")
@@ -180,12 +188,14 @@ def main(argv=None) -> None:
     p.add_argument("--train-student", type=Path, help="output folder: train and play the preset's student on it")
     p.add_argument("--sft-seed", type=int, default=0)
     p.add_argument("--preset", choices=["demo", "long"], default="demo", help="the student's budget and teacher")
+    p.add_argument("--form", choices=["innovation", "innovation_1t"], default="innovation",
+                   help="the chain the student learns (innovation_1t: the previous belief only through (belief - 0.5) / t)")
     p.add_argument("--linear-student", help="the linear chain's student of the same SFT seed, already trained (a "
                    "model dir, e.g. the demo's): skips training it")
     args = p.parse_args(argv)
-    windows = [int(w) for w in args.windows.split(",")]
+    windows = [int(w) for w in args.windows.split(",") if w]
     if args.train_student:
-        train_student(args.train_student, args.sft_seed, windows, args.linear_student, args.preset)
+        train_student(args.train_student, args.sft_seed, windows, args.linear_student, args.preset, args.form)
     else:
         ceilings(args.weeks, windows, args.teacher)
 
