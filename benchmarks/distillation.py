@@ -26,7 +26,7 @@ sys.path.insert(0, str(REPO))
 
 from rhythm_core.distill import PRESETS, run_distillation  # noqa: E402
 from rhythm_core.evaluation.belief_probe import belief_probe  # noqa: E402
-from rhythm_core.protocol import CHAT_FORMATS, PROMPT_FORMATS, REASONING  # noqa: E402
+from rhythm_core.protocol import CHAT_FORMATS, PROMPT_FORMATS, READOUT_FORMS, REASONING  # noqa: E402
 
 
 def configuration(args) -> dict:
@@ -36,7 +36,7 @@ def configuration(args) -> dict:
         spec["teacher_seeds"] = args.teacher_seeds
     if args.teacher:
         spec["teacher"] = args.teacher
-    for key in ("prompt_format", "reasoning"):
+    for key in ("prompt_format", "reasoning", "readout_form"):
         if getattr(args, key):
             spec["dataset"][key] = getattr(args, key)
     spec["sft"].update(json.loads(args.sft))
@@ -112,6 +112,7 @@ def main(argv=None) -> int:
     p.add_argument("--teacher-seeds")
     p.add_argument("--prompt-format", choices=list(PROMPT_FORMATS))
     p.add_argument("--reasoning", choices=REASONING)
+    p.add_argument("--readout-form", choices=READOUT_FORMS, help="the evidence chain's form (default: the preset's)")
     p.add_argument("--sft", default="{}", help='SFT overrides as JSON, e.g. \'{"max_steps": 400}\'')
     p.add_argument("--grpo", default="{}", help="GRPO overrides as JSON")
     p.add_argument("--no-grpo", action="store_true", help="stop after SFT; evaluate the SFT student only")

@@ -130,8 +130,10 @@ def test_each_preset_distils_its_own_teacher_from_the_cli_and_from_dagster(tmp_p
     long = dg.validate_run_config(defs.resolve_job_def("rhythm_lineage_long"), jobs.rhythm_lineage_long.config)
     assert long["resources"]["teacher"]["config"]["backend"] == "search"
     assert long["ops"]["teacher_trajectories"]["config"]["seeds"] == "1000-3999"
+    assert long["ops"]["sft_dataset"]["config"]["readout_form"] == "innovation"  # the long student learns it
     main_job = dg.validate_run_config(defs.resolve_job_def("rhythm_lineage"), {})
     assert main_job["resources"]["teacher"]["config"]["backend"] == "bayes"
+    assert main_job["ops"]["sft_dataset"]["config"]["readout_form"] == "linear"
 
 
 def test_plugin_commands_have_a_line_of_their_own_in_the_help(capsys, tmp_path, monkeypatch):

@@ -161,9 +161,14 @@ def test_beat_heuristic_filter_keeps_only_winning_episodes(instance):
     result = dg.materialize(
         [*ASSETS, *CHECKS], instance=instance, resources={"teacher": TeacherResource(), "hub": HubResource()},
         run_config={"ops": {"teacher_trajectories": {"config": {"seeds": "1000-1011"}},
-                            "sft_dataset": {"config": {"filter": "beat_heuristic", "filter_grader": "v2"}}}},
+                            "sft_dataset": {"config": {"filter": "beat_heuristic", "filter_grader": "v2",
+                                                       "readout_form": "innovation"}}}},
     )
     out = outputs(result)
+    # the chain form configured reaches the dataset, its provenance and the materialization
+    metadata = result.asset_materializations_for_node("sft_dataset")[0].metadata
+    assert metadata["readout_form"].value == out["sft_dataset"]["provenance"]["readout_form"] == "innovation"
+    assert metadata["evidence_readout_fit"].value["form"] == "innovation"
     records = read_trajectories(out["teacher_trajectories"]["path"]).records
     winners = seeds_where_teacher_beats_heuristic(records, "v2")
     ds = datasets.load_from_disk(out["sft_dataset"]["path"])

@@ -16,7 +16,14 @@ import sys
 
 from ..env.conditions import CONDITIONS
 from ..errors import BadInput, UserError
-from ..protocol import DEFAULT_PROMPT_FORMAT, DEFAULT_REASONING, PROMPT_FORMATS, REASONING
+from ..protocol import (
+    DEFAULT_PROMPT_FORMAT,
+    DEFAULT_READOUT_FORM,
+    DEFAULT_REASONING,
+    PROMPT_FORMATS,
+    READOUT_FORMS,
+    REASONING,
+)
 from .checks import (
     agents_arg,
     check_baselines,
@@ -101,10 +108,12 @@ def _cmd_dataset(args) -> int:
 
         keep = seeds_where_teacher_beats_heuristic(records, args.grader)
     dataset = build_sft_dataset(records, validation_fraction=args.validation_fraction, keep_seeds=keep,
-                                prompt_format=args.prompt_format, reasoning=args.reasoning)
+                                prompt_format=args.prompt_format, reasoning=args.reasoning,
+                                readout_form=args.readout_form)
     provenance = {"teacher": records[0]["teacher"], "source_trajectories": str(args.jsonl), "filter": args.filter,
                   "filter_grader": args.grader if args.filter != "none" else None,
-                  "prompt_format": args.prompt_format, "reasoning": args.reasoning}
+                  "prompt_format": args.prompt_format, "reasoning": args.reasoning,
+                  **({"readout_form": args.readout_form} if args.reasoning == "evidence" else {})}
     summary = save_sft_dataset(dataset, args.out, provenance, overwrite=args.overwrite)
     print(f"{summary['path']}: examples {summary['examples']}, episodes {summary['episodes']}, "
           f"content {summary['content_hash'][:16]}")
@@ -241,6 +250,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="what the answer carries: evidence (this step's increment of a linear read-out fitted on "
                         "these teacher records, and the running belief), none (belief and action), or full (the "
                         "teacher's own reasoning)")
+    p.add_argument("--readout-form", choices=list(READOUT_FORMS), default=DEFAULT_READOUT_FORM,
+                   help="the evidence chain: linear (each increment a function of the shown anomaly) or innovation "
+                        "(also of the previous belief and the step; the long preset's)")
 
     from ..evaluation.rollouts import DEFAULT_EVAL_SEEDS, EVAL_BASELINES
 

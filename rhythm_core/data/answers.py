@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from ..env.spec import BELIEF_DIMS
 from ..protocol import format_answer
-from ..teacher.evidence import EvidenceReadout
+from ..teacher.evidence import EvidenceReadout, InnovationReadout
 
 
-def episode_answers(record: dict, reasoning: str, readout: EvidenceReadout | None, observations: list) -> list[str | None]:
+def episode_answers(record: dict, reasoning: str, readout: EvidenceReadout | InnovationReadout | None,
+                    observations: list) -> list[str | None]:
     """Each step's canonical answer (None for a fallback step). Under "evidence" the reasoning is the
     read-out's increment for this step's anomaly and the belief its running sum; the action stays
     the teacher's."""

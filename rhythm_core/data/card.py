@@ -182,9 +182,15 @@ def _readout_rows(readout: dict | None) -> list[str]:
         return "; ".join(f"{c} {q['mae_vs_teacher']:.3f} (a constant {q['constant_mae_vs_teacher']:.3f}, "
                          f"{q['weeks']} weeks)" for c, q in sorted(block.items())) or "no weeks"
 
-    return [f"| beliefs | the running sum of a linear read-out of this teacher's inference "
-            f"(`rhythm_core.teacher.evidence`), fitted on the {fit.get('fit_weeks', '?')} training-split weeks' "
-            "last stated beliefs; the actions are the teacher's |",
+    if readout.get("form") == "innovation":
+        what = (f"the running sum of an innovation read-out of this teacher's inference (each increment a linear "
+                f"function of the shown anomaly, the previous belief and the step; `rhythm_core.teacher.evidence`), "
+                f"fitted on the {fit.get('fit_steps', '?')} belief changes of the {fit.get('fit_weeks', '?')} "
+                "training-split weeks")
+    else:
+        what = (f"the running sum of a linear read-out of this teacher's inference (`rhythm_core.teacher.evidence`), "
+                f"fitted on the {fit.get('fit_weeks', '?')} training-split weeks' last stated beliefs")
+    return [f"| beliefs | {what}; the actions are the teacher's |",
             f"| read-out fit, MAE vs the teacher's own last belief | held-out (validation weeks): "
             f"{quality(fit.get('held_out', {}))}; in sample: {quality(fit.get('in_sample', {}))} |",
             *([f"| read-out warning | {fit['warning']} |"] if fit.get("warning") else [])]

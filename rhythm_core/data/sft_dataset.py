@@ -36,7 +36,9 @@ read-out of this teacher's inference gives this step's anomaly, "social +0.01 mo
 +0.05", and the belief is the running sum of those increments (teacher/evidence.py, fitted on the
 training split's weeks against the belief each teacher stated last; its fit is in the build info and
 the card). Each number is then an exact function of what the conversation shows, where the
-teacher's own change depends on its whole history. The actions stay the teacher's. "none": an empty
+teacher's own change depends on its whole history. `readout_form` chooses the chain's form: "linear"
+(the default) or "innovation" (the increment also reads the previous belief and the step; the long
+preset's). The actions stay the teacher's. "none": an empty
 reasoning string (belief and action only); "full": the teacher's own reasoning. Beliefs are written
 with 2 decimals.
 
@@ -62,8 +64,23 @@ from ..artifacts import atomic_write_text, publish_dir, staging
 from ..env.conditions import check_training_seeds
 from ..env.profiles import sample_factors
 from ..env.spec import STEPS_PER_EPISODE, true_belief
-from ..protocol import CHAT_FORMATS, DEFAULT_PROMPT_FORMAT, DEFAULT_REASONING, PROMPT_FORMATS, REASONING, DatasetFormat
-from ..teacher.evidence import EvidenceReadout, ReadoutFitError, fit_evidence_readout
+from ..protocol import (
+    CHAT_FORMATS,
+    DEFAULT_PROMPT_FORMAT,
+    DEFAULT_READOUT_FORM,
+    DEFAULT_REASONING,
+    PROMPT_FORMATS,
+    READOUT_FORMS,
+    REASONING,
+    DatasetFormat,
+)
+from ..teacher.evidence import (
+    EvidenceReadout,
+    InnovationReadout,
+    ReadoutFitError,
+    fit_readout,
+    readout_from_dict,
+)
 from ..teacher.trajectories import validate_record
 from .answers import episode_answers
 from .card import dataset_card, json_default, render_card
@@ -106,6 +123,7 @@ def build_sft_dataset(
     seed: int = 0,
     prompt_format: str = DEFAULT_PROMPT_FORMAT,
     reasoning: str = DEFAULT_REASONING,
+    readout_form: str = DEFAULT_READOUT_FORM,
 ) -> datasets.DatasetDict:
     """Teacher trajectory records -> DatasetDict {"train", "validation"}, one example per valid step.
 
@@ -117,6 +135,8 @@ def build_sft_dataset(
         raise ValueError(f"unknown prompt_format {prompt_format!r}; allowed: {', '.join(PROMPT_FORMATS)}")
     if reasoning not in REASONING:
         raise ValueError(f"unknown reasoning {reasoning!r}; allowed: {', '.join(REASONING)}")
+    if readout_form not in READOUT_FORMS:
+        raise ValueError(f"unknown readout_form {readout_form!r}; allowed: {', '.join(READOUT_FORMS)}")
     if keep_seeds is not None:
         keep_seeds = {int(s) for s in keep_seeds}
     chosen, seen = [], set()
@@ -156,7 +176,7 @@ def build_sft_dataset(
         weeks = {split: [(r, obs) for group, _, observations in replayed.values() for r, obs in zip(group, observations)
                          if split_of[(r["condition"], int(r["seed"]))] == split] for split in SPLITS}
         try:
-            readout = fit_evidence_readout(weeks["train"], weeks["validation"])
+            readout = fit_readout(readout_form, weeks["train"], weeks["validation"])
         except ReadoutFitError as err:
             raise ValueError(f"reasoning 'evidence': {err}") from None
     for condition, (group, states, observations) in replayed.items():
@@ -197,10 +217,10 @@ def dataset_format(dataset_dict) -> DatasetFormat:
     return DatasetFormat.from_info(build_info(dataset_dict))
 
 
-def evidence_readout(dataset_dict) -> EvidenceReadout | None:
+def evidence_readout(dataset_dict) -> EvidenceReadout | InnovationReadout | None:
     """The evidence read-out a dataset's answers were written with (None unless reasoning 'evidence')."""
     data = build_info(dataset_dict).get("evidence_readout")
-    return EvidenceReadout.from_dict(data) if data else None
+    return readout_from_dict(data) if data else None
 
 
 def save_sft_dataset(dataset_dict, out_dir, provenance: dict, *, digest: str | None = None,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..artifacts import files_digest, publish_dir, sha256_file, staging, verify_artifact
 from ..env.spec import ENV_VERSION
-from ..protocol import DEFAULT_PROMPT_FORMAT, DEFAULT_REASONING
+from ..protocol import DEFAULT_PROMPT_FORMAT, DEFAULT_READOUT_FORM, DEFAULT_REASONING
 from ..teacher.trajectories import read_trajectories
 from .reeval_report import reeval_records, teacher_beats_heuristic, write_report
 
@@ -40,7 +40,8 @@ DATASET_FILTERS = ("none", "beat_heuristic")
 
 def dataset_stage(trajectories: dict, root, *, filter: str = "none", filter_grader: str = "v3",
                   validation_fraction: float = 0.1, split_seed: int = 0,
-                  prompt_format: str | None = None, reasoning: str | None = None) -> dict:
+                  prompt_format: str | None = None, reasoning: str | None = None,
+                  readout_form: str | None = None) -> dict:
     """Turn teacher episodes into an SFT DatasetDict saved under <root>/sft_dataset/<content hash>.
 
     filter "beat_heuristic" keeps the episodes where the teacher out-scored the heuristic on the same
@@ -63,7 +64,8 @@ def dataset_stage(trajectories: dict, root, *, filter: str = "none", filter_grad
     keep = seeds_where_teacher_beats_heuristic(records, filter_grader) if filter == "beat_heuristic" else None
     dataset = build_sft_dataset(records, validation_fraction=validation_fraction, keep_seeds=keep, seed=split_seed,
                                 prompt_format=prompt_format or DEFAULT_PROMPT_FORMAT,
-                                reasoning=reasoning or DEFAULT_REASONING)
+                                reasoning=reasoning or DEFAULT_REASONING,
+                                readout_form=readout_form or DEFAULT_READOUT_FORM)
     data_format = dataset_format(dataset)
     readout = evidence_readout(dataset)
     digest = content_hash(dataset)
@@ -74,7 +76,7 @@ def dataset_stage(trajectories: dict, root, *, filter: str = "none", filter_grad
         "source_trajectories_version": trajectories["version"], "filter": filter,
         "filter_grader": filter_grader if filter != "none" else None, "validation_fraction": validation_fraction,
         "split_seed": split_seed, "episodes_in_source": len(records), **data_format.as_dict(),
-        **({"evidence_readout_fit": readout.fit} if readout is not None else {}),
+        **({"readout_form": readout.form, "evidence_readout_fit": readout.fit} if readout is not None else {}),
     }
     summary = save_sft_dataset(dataset, Path(root) / "sft_dataset" / version, provenance, digest=digest, published=True)
     return {**summary, "version": version, "files_digest": files_digest(summary["path"]), "provenance": provenance}

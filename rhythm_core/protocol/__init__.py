@@ -17,8 +17,10 @@ from .fallback import fallback_action, fallback_actions
 from .format import (
     CHAT_FORMATS,
     DEFAULT_PROMPT_FORMAT,
+    DEFAULT_READOUT_FORM,
     DEFAULT_REASONING,
     PROMPT_FORMATS,
+    READOUT_FORMS,
     REASONING,
     DatasetFormat,
 )
@@ -39,9 +41,11 @@ __all__ = [
     "CHAT_FORMATS",
     "COMPACT_SYSTEM_PROMPT",
     "DEFAULT_PROMPT_FORMAT",
+    "DEFAULT_READOUT_FORM",
     "DEFAULT_REASONING",
     "PROMPT_FORMATS",
     "PROMPT_VARIANTS",
+    "READOUT_FORMS",
     "REASONING",
     "SYSTEM_PROMPT",
     "DatasetFormat",

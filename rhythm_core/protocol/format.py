@@ -14,6 +14,10 @@ REASONING = ("evidence", "none", "full")
 # name, each answer carrying the evidence read-out's increment and running belief.
 DEFAULT_PROMPT_FORMAT = "chat_labeled"
 DEFAULT_REASONING = "evidence"
+# The evidence chain's form (teacher/evidence.py): linear in the shown anomaly, or the innovation form
+# that also reads the previous belief and the step (the long preset's).
+READOUT_FORMS = ("linear", "innovation")
+DEFAULT_READOUT_FORM = "linear"
 
 
 @dataclass(frozen=True)

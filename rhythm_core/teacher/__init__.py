@@ -9,7 +9,7 @@
 - `budget`: usage counters and totals, and the cost guard (`CostBudget`);
 - `records`: the step and episode records every teacher and the evaluation rollouts write;
 - `trajectories`: the file's schema; reads, validates, appends (`TrajectoryWriter`) and replays it;
-- `evidence`: the linear read-out of a teacher's stated beliefs that the SFT dataset's rationale uses.
+- `evidence`: the read-out of a teacher's stated beliefs (linear or innovation form) that the SFT dataset's rationale uses.
 
 May import `env`, `agents`, `graders` and the top-level `protocol` / `artifacts`; never `data`,
 `training` or `evaluation`, which consume what a teacher writes.

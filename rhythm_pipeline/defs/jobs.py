@@ -28,8 +28,8 @@ def preset_config(name: str) -> dict:
 rhythm_lineage_long = dg.define_asset_job(
     "rhythm_lineage_long",
     selection=dg.AssetSelection.all(),
-    description="The recipe at a larger budget: 3,000 search-teacher weeks, 1,000 short-context + 1,200 "
-                "whole-week SFT steps, 50 GRPO steps (rhythm distill --preset long).",
+    description="The recipe at a larger budget: 3,000 search-teacher weeks written with the innovation evidence "
+                "chain, 1,000 short-context + 1,200 whole-week SFT steps, 50 GRPO steps (rhythm distill --preset long).",
     config=preset_config("long"),
 )
 

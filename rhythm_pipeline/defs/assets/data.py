@@ -12,7 +12,7 @@ from rhythm_core.code_version import grader_version
 from rhythm_core.data.stages import dataset_stage, reeval_stage
 from rhythm_core.distill import DEFAULT_TEACHER_SEEDS
 from rhythm_core.env.spec import ENV_VERSION
-from rhythm_core.protocol import DEFAULT_PROMPT_FORMAT, DEFAULT_REASONING
+from rhythm_core.protocol import DEFAULT_PROMPT_FORMAT, DEFAULT_READOUT_FORM, DEFAULT_REASONING
 from rhythm_core.teacher.stage import teacher_stage
 from rhythm_pipeline.defs.resources import HubResource, TeacherResource
 from rhythm_pipeline.lineage import lineage_metadata, versioned_output
@@ -119,6 +119,9 @@ class SftDatasetConfig(dg.Config):
     # teacher records' own stated beliefs, gives this step's anomaly, and the running belief it sums
     # to (rhythm_core/teacher/evidence.py); none: belief and action only; full: the teacher's reasoning.
     reasoning: str = DEFAULT_REASONING
+    # The evidence chain's form: linear (the demo's) or innovation (the increment also reads the
+    # previous belief and the step; the long preset's, whose student learns it).
+    readout_form: str = DEFAULT_READOUT_FORM
     push_to_hub: bool = False
     hub_repo_name: str = "rhythm-sft"
 
@@ -154,7 +157,7 @@ def sft_dataset(context: dg.AssetExecutionContext, config: SftDatasetConfig, tea
     result = dataset_stage(teacher_trajectories, artifact_root(context), filter=config.filter,
                            filter_grader=config.filter_grader, validation_fraction=config.validation_fraction,
                            split_seed=config.split_seed, prompt_format=config.prompt_format,
-                           reasoning=config.reasoning)
+                           reasoning=config.reasoning, readout_form=config.readout_form)
     metadata = {
         "artifact_path": dg.MetadataValue.path(result["path"]),
         "examples_train": result["examples"]["train"],
@@ -164,6 +167,7 @@ def sft_dataset(context: dg.AssetExecutionContext, config: SftDatasetConfig, tea
         "filter": config.filter,
         "prompt_format": config.prompt_format,
         "reasoning": config.reasoning,
+        **({"readout_form": result["provenance"]["readout_form"]} if "readout_form" in result["provenance"] else {}),
         **_readout_metadata(result["provenance"].get("evidence_readout_fit")),
         "content_hash": result["content_hash"],
         "teacher": result["provenance"]["teacher"]["id"],
