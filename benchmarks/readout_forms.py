@@ -16,7 +16,8 @@ them, as a dataset does) and played with its actions:
   belief-0.5, (belief-0.5)/t and a constant, by action and slot), fitted step by step on the teacher's
   own belief changes: the Kalman filter's innovation form with a gain that shrinks over the week;
 - innovation_1t: the same without the (belief - 0.5) term: the previous belief enters only through
-  (belief - 0.5) / t.
+  (belief - 0.5) / t. It is the product's `readout_form: innovation` (`teacher/evidence.py`, the long
+  preset's) since 2026-11-27; the form with the plain term lost (benchmarks/README.md).
 `--train-student` builds the preset's dataset (demo: the Bayesian teacher's 2,000 weeks; long: the
 search teacher's 3,000) with the innovation chain (`--form`) in the answers, trains the preset's SFT student on
 it and plays it beside the linear chain's student of the same SFT seed on the windows; `python

@@ -2,7 +2,7 @@
 GRPO -> evaluation, each stage publishing into <out>/<stage>/<version>/ like the assets do.
 
     rhythm distill --out runs/demo                   # the demo preset: what `make demo` trains, ~6 min
-    rhythm distill --preset long --out runs/long     # 3,000 search-teacher weeks, ~16 min (2-core CPU)
+    rhythm distill --preset long --out runs/long     # 3,000 search-teacher weeks, ~18 min (2-core CPU)
 """
 
 from __future__ import annotations
