@@ -151,6 +151,20 @@ def stated_final_belief(record: dict) -> tuple[int, np.ndarray] | None:
     return None
 
 
+def _no_stated_belief(form: str, weeks: int) -> ReadoutFitError:
+    return ReadoutFitError(
+        f"the {form} read-out is fitted on the teacher's own stated beliefs, and none of the {weeks} training "
+        "weeks states a valid belief; use a teacher that states its belief, or build the dataset with reasoning 'none'")
+
+
+def _reliability(weeks: int) -> dict:
+    """The fit's `reliable` flag, with a `warning` under MIN_FIT_EPISODES weeks."""
+    if weeks >= MIN_FIT_EPISODES:
+        return {"reliable": True}
+    return {"reliable": False, "warning": f"fitted on {weeks} weeks with a stated belief, fewer than the "
+                                          f"{MIN_FIT_EPISODES} a reliable read-out needs: play more teacher weeks"}
+
+
 def fit_evidence_readout(fit_weeks: list[tuple[dict, list[dict]]],
                          held_out: list[tuple[dict, list[dict]]] = ()) -> EvidenceReadout:
     """Fit the read-out on `fit_weeks` — (trajectory record, its observations as the student sees
@@ -174,10 +188,7 @@ def fit_evidence_readout(fit_weeks: list[tuple[dict, list[dict]]],
 
     x, y, conditions = table(fit_weeks)
     if not len(x):
-        raise ReadoutFitError(
-            f"the evidence read-out is fitted on the teacher's own stated beliefs, and none of the "
-            f"{len(fit_weeks)} training weeks states a valid belief; use a teacher that states its belief, or "
-            "build the dataset with reasoning 'none'")
+        raise _no_stated_belief("evidence", len(fit_weeks))
     design = np.concatenate([x, np.ones((len(x), 1))], axis=1)
     penalty = RIDGE * len(design) * np.eye(design.shape[1])
     penalty[-1, -1] = 0.0  # the intercept is not shrunk
@@ -197,11 +208,8 @@ def fit_evidence_readout(fit_weeks: list[tuple[dict, list[dict]]],
         return out
 
     hx, hy, hconditions = table(held_out)
-    reliable = len(x) >= MIN_FIT_EPISODES
     fit = {"form": "linear", "target": "the teacher's last stated belief of each week", "fit_weeks": int(len(x)),
-           "reliable": reliable,
-           **({} if reliable else {"warning": f"fitted on {len(x)} weeks with a stated belief, fewer than the "
-                                              f"{MIN_FIT_EPISODES} a reliable read-out needs: play more teacher weeks"}),
+           **_reliability(len(x)),
            "weeks_without_belief": len(fit_weeks) - len(x), "ridge": RIDGE,
            "in_sample": quality(x, y, conditions), "held_out": quality(hx, hy, hconditions) if len(hx) else {}}
     return EvidenceReadout(readout.weights, readout.intercept, fit)
@@ -251,8 +259,9 @@ def fit_innovation_readout(fit_weeks: list[tuple[dict, list[dict]]],
     """Fit the innovation form on `fit_weeks` (as `fit_evidence_readout`): per (action, slot), ridge least
     squares of each step's change of the teacher's stated belief on the features of the shown anomaly,
     the previous stated belief and the step (a step whose belief or predecessor's is missing is left
-    out); the start is the mean first belief (0.5 where no week states one). Its figures, as the linear fit's: the chain's final belief
-    against the teacher's last stated one, per condition, beside a constant's."""
+    out); the start is the mean first belief (0.5 where no week states one). Its figures, as the linear
+    fit's: the chain's final belief against the teacher's last stated one, per condition, beside a
+    constant's."""
     width = 2 * len(METERS) + len(BELIEF_DIMS) + 1
     rows = [[[] for _ in SLOTS] for _ in ACTIONS]
     targets = [[[] for _ in SLOTS] for _ in ACTIONS]
@@ -267,13 +276,11 @@ def fit_innovation_readout(fit_weeks: list[tuple[dict, list[dict]]],
             action, anomaly = _evidence(observations[t], t)
             rows[action][(t - 1) % len(SLOTS)].append(_innovation_features(anomaly, beliefs[t - 1], t))
             targets[action][(t - 1) % len(SLOTS)].append(beliefs[t] - beliefs[t - 1])
-        if stated_final_belief(record) is not None:
-            finals.append(stated_final_belief(record)[1])
+        stated = [b for b in beliefs if b is not None]
+        if stated:
+            finals.append(stated[-1])  # the week's last stated belief, as stated_final_belief finds it
     if not finals:
-        raise ReadoutFitError(
-            f"the innovation read-out is fitted on the teacher's own stated beliefs, and none of the "
-            f"{len(fit_weeks)} training weeks states a valid belief; use a teacher that states its belief, or "
-            "build the dataset with reasoning 'none'")
+        raise _no_stated_belief("innovation", len(fit_weeks))
     coefs = np.zeros((len(ACTIONS), len(SLOTS), width, len(BELIEF_DIMS)))
     steps = 0
     for a, s in np.ndindex(len(ACTIONS), len(SLOTS)):
@@ -298,11 +305,8 @@ def fit_innovation_readout(fit_weeks: list[tuple[dict, list[dict]]],
                     "constant_mae_vs_teacher": round(float(np.mean(const)), 4)}
                 for c, (own, const) in sorted(errors.items())}
 
-    reliable = len(finals) >= MIN_FIT_EPISODES
     fit = {"form": "innovation", "target": "each step's change of the teacher's stated belief",
-           "fit_weeks": len(finals), "fit_steps": steps, "reliable": reliable,
-           **({} if reliable else {"warning": f"fitted on {len(finals)} weeks with a stated belief, fewer than the "
-                                              f"{MIN_FIT_EPISODES} a reliable read-out needs: play more teacher weeks"}),
+           "fit_weeks": len(finals), "fit_steps": steps, **_reliability(len(finals)),
            "weeks_without_belief": len(fit_weeks) - len(finals), "ridge": INNOVATION_RIDGE,
            "terms": list(INNOVATION_TERMS), "in_sample": quality(fit_weeks),
            "held_out": quality(held_out) if held_out else {}}
