@@ -16,8 +16,9 @@ them, as a dataset does) and played with its actions:
   belief-0.5, (belief-0.5)/t and a constant, by action and slot), fitted step by step on the teacher's
   own belief changes: the Kalman filter's innovation form with a gain that shrinks over the week;
 - innovation_1t: the same without the (belief - 0.5) term: the previous belief enters only through
-  (belief - 0.5) / t. It is the product's `readout_form: innovation` (`teacher/evidence.py`, the long
-  preset's) since 2026-11-27; the form with the plain term lost (benchmarks/README.md).
+  (belief - 0.5) / t: the product's `readout_form: innovation` (`teacher/evidence.fit_innovation_readout`,
+  the long preset's) since 2026-11-27; the form with the plain term lost (benchmarks/README.md) and
+  lives only here.
 `--train-student` builds the preset's dataset (demo: the Bayesian teacher's 2,000 weeks; long: the
 search teacher's 3,000) with the innovation chain (`--form`) in the answers, trains the preset's SFT student on
 it and plays it beside the linear chain's student of the same SFT seed on the windows; `python
@@ -49,6 +50,7 @@ from rhythm_core.teacher.evidence import (  # noqa: E402
     _evidence,
     _features,
     fit_evidence_readout,
+    fit_innovation_readout,
     stated_final_belief,
     walk_chain,
 )
@@ -89,31 +91,28 @@ def fit_linear_variant(weeks, target: str) -> callable:
     return final
 
 
-def _innovation_features(anomaly, belief, t: int, form: str = "innovation") -> np.ndarray:
-    if form == "innovation_1t":  # the previous belief enters only through (belief - 0.5) / t
-        return np.concatenate([anomaly, anomaly / t, (belief - 0.5) / t, [1.0]])
+def _innovation_features(anomaly, belief, t: int) -> np.ndarray:
     return np.concatenate([anomaly, anomaly / t, belief - 0.5, (belief - 0.5) / t, [1.0]])
 
 
 class InnovationReadout:
     """The innovation-form chain, with EvidenceReadout's interface (`chain`, `to_dict`, `fit`)."""
 
-    def __init__(self, linear: EvidenceReadout, start, coefs, form: str = "innovation"):
-        self.linear, self.start, self.coefs, self.form = linear, np.asarray(start), coefs, form
-        self.fit = {**linear.fit, "form": form}
+    def __init__(self, linear: EvidenceReadout, start, coefs):
+        self.linear, self.start, self.coefs = linear, np.asarray(start), coefs
+        self.fit = {**linear.fit, "form": "innovation with a plain belief term"}
 
     def chain(self, observations):
         def increment(t, action, anomaly, belief):
             coef = self.coefs[action * len(SLOTS) + (t - 1) % len(SLOTS)]
-            return (_innovation_features(anomaly, belief, t, self.form) @ coef if coef is not None
-                    else np.zeros(len(BELIEF_DIMS)))
+            return _innovation_features(anomaly, belief, t) @ coef if coef is not None else np.zeros(len(BELIEF_DIMS))
         return walk_chain(observations, self.start, increment)
 
     def to_dict(self) -> dict:  # the linear read-out's weights (what the stage's metadata reads) and the fit
-        return {**self.linear.to_dict(), "fit": self.fit}
+        return {**self.linear.to_dict(), "fit": self.fit, "form": "innovation_plain"}
 
 
-def fit_innovation(fit_weeks, held_out=(), ridge: float = 1e-2, form: str = "innovation") -> InnovationReadout:
+def fit_innovation(fit_weeks, held_out=(), ridge: float = 1e-2) -> InnovationReadout:
     """Per (action, slot), least squares of the teacher's belief change on _innovation_features of
     the anomaly, its previous belief and the step."""
     rows, targets, starts = [[] for _ in range(PAIRS)], [[] for _ in range(PAIRS)], []
@@ -123,11 +122,11 @@ def fit_innovation(fit_weeks, held_out=(), ridge: float = 1e-2, form: str = "inn
         for t in range(1, len(observations)):
             action, anomaly = _evidence(observations[t], t)
             k = action * len(SLOTS) + (t - 1) % len(SLOTS)
-            rows[k].append(_innovation_features(anomaly, beliefs[t - 1], t, form))
+            rows[k].append(_innovation_features(anomaly, beliefs[t - 1], t))
             targets[k].append(beliefs[t] - beliefs[t - 1])
     coefs = [_ridge(np.asarray(x), np.asarray(y), ridge, free_last=False) if x else None
              for x, y in zip(rows, targets)]
-    return InnovationReadout(fit_evidence_readout(fit_weeks, held_out), np.mean(starts, axis=0), coefs, form)
+    return InnovationReadout(fit_evidence_readout(fit_weeks, held_out), np.mean(starts, axis=0), coefs)
 
 
 def ceilings(n_weeks: int, windows: list[int], teacher: str = "bayes") -> None:
@@ -141,7 +140,7 @@ def ceilings(n_weeks: int, windows: list[int], teacher: str = "bayes") -> None:
              "linear_truth": fit_linear_variant(with_truth, "truth"),
              "linear_counts": fit_linear_variant(with_truth, "counts"),
              "innovation": (lambda r: lambda h: r.chain(h)[1][-1])(fit_innovation(weeks[:cut])),
-             "innovation_1t": (lambda r: lambda h: r.chain(h)[1][-1])(fit_innovation(weeks[:cut], form="innovation_1t"))}
+             "innovation_1t": (lambda r: lambda h: r.chain(h)[1][-1])(fit_innovation_readout(weeks[:cut]))}
     print("| window | condition | teacher | " + " | ".join(forms) + " |")
     print("|---|---|---|" + "---|" * len(forms))
     for window in windows:
@@ -165,8 +164,10 @@ def train_student(out: Path, sft_seed: int, windows: list[int], linear_student: 
     if preset == "long" and not linear_student:
         raise SystemExit("--preset long needs --linear-student (a long run's SFT model dir)")
     linear = linear_student or train("bayes", [], out / "linear", print, sft_seed)["bayes:sft"]
-    # the dataset's answers carry the innovation chain
-    sft_dataset.fit_evidence_readout = lambda weeks, held_out=(): fit_innovation(weeks, held_out, form=form)
+    # the dataset's answers carry the chain of `form`: the product's innovation read-out, or the lost one
+    # with a plain belief term (benchmark-only), in place of whatever form the preset names
+    fit = fit_innovation_readout if form == "innovation_1t" else fit_innovation
+    sft_dataset.fit_readout = lambda _form, weeks, held_out=(): fit(weeks, held_out)
     if preset == "demo":
         innovation = train("bayes", [], out / form, print, sft_seed)["bayes:sft"]
     else:

@@ -202,8 +202,16 @@ def test_a_dataset_names_its_chain_form_and_its_answers_carry_that_chain(tmp_pat
     data = build_sft_dataset(records, readout_form="innovation")
     readout = evidence_readout(data)
     assert isinstance(readout, InnovationReadout) and readout.fit["fit_weeks"] == len(data["train"])
-    assert evidence_readout(build_sft_dataset(records)).form == "linear"  # the default, the demo's
+    linear = evidence_readout(build_sft_dataset(records))
+    assert linear.form == "linear"  # the default, the demo's
     _assert_answers_carry_a_chain(data, records, readout.start)
+    # the beliefs written are the stored innovation chain's on the weeks the teacher saw, not another form's
+    seeds = np.array(data["validation"]["seed"])
+    histories, _, _ = _play(BayesAgent(), seeds)
+    for row, history in zip(data["validation"], histories):
+        written = np.array([parse_answer(m["content"]).belief_array() for m in row["messages"] if m["role"] == "assistant"])
+        assert np.allclose(written, readout.chain(history)[1])
+        assert not np.allclose(written, linear.chain(history)[1])
     assert main(["dataset", "--jsonl", str(tmp_path / "teacher.jsonl"), "--out", str(tmp_path / "sft"),
                  "--readout-form", "innovation"]) == 0
     assert datasets.load_from_disk(str(tmp_path / "sft"))["train"]["messages"] == data["train"]["messages"]
