@@ -1,14 +1,17 @@
 """Two recipes' students against each other, week by week, pooled over evaluation windows.
 
     python benchmarks/paired_students.py --a NAME=MODEL_DIR,... --b NAME=MODEL_DIR,... [--windows 0,5,7,8,9]
-        [--out scores.json]
+        [--reference bayes] [--out scores.json]
 
 `--a` and `--b` list students in pairs (the i-th of each trained alike but for the recipe's change,
 e.g. the same SFT seed). Each plays every window's weeks greedily; per condition the script prints,
 for each pair and for all pairs together, the paired difference b − a of the v3 score and of the
 final belief MAE, pooled over the windows' weeks, with its standard error. A window's condition is
 15 to 100 weeks, too few to tell a +0.01 recipe from noise; pooled over five windows and two pairs
-it is 150 to 1,000 paired weeks. Per-week figures go to `--out` as JSON. Prints figures; asserts nothing.
+it is 150 to 1,000 paired weeks. A second table gives every student's paired difference from a
+reference agent (`--reference`, the Bayesian teacher by default; '' for none) per window and pooled,
+with the count of window cells above it. Per-week figures go to `--out` as JSON. Prints figures;
+asserts nothing.
 """
 
 from __future__ import annotations
@@ -32,6 +35,35 @@ def week_figures(model_dir: str, condition: str, seeds: list[int]) -> tuple[np.n
     return get_grader("v3").grade_batch(episodes)[0], np.asarray(episodes.belief_mae(), dtype=float)
 
 
+def reference_figures(name: str, condition: str, seeds: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Per-week v3 score and final belief MAE of a reference agent (`rhythm_core.agents.get_agent`)."""
+    from rhythm_core.agents import get_agent
+    from rhythm_core.agents.rollout import rollout
+    from rhythm_core.graders import get_grader
+
+    episodes = rollout(get_agent(name), condition, np.asarray(seeds))
+    return get_grader("v3").grade_batch(episodes)[0], np.asarray(episodes.belief_mae(), dtype=float)
+
+
+def reference_table(figures: dict, spans: dict, reference: str, students: list[str]) -> None:
+    """Each student's paired difference from the reference, per window and pooled over the windows."""
+    print(f"\n| window | condition | {reference} v3 (belief MAE) | "
+          + " | ".join(f"{n}: Δ ± SE (MAE)" for n in students) + " |")
+    print("|---|---|---|" + "---|" * len(students))
+    for condition, by_name in figures.items():
+        above = dict.fromkeys(students, 0)
+        for window, (lo, hi) in [*spans[condition], ("all", (0, len(by_name[reference][0])))]:
+            ref_v3, ref_mae = (np.asarray(x[lo:hi]) for x in by_name[reference])
+            cells = []
+            for name in students:
+                v3, mae = (np.asarray(x[lo:hi]) for x in by_name[name])
+                if window != "all":
+                    above[name] += int(v3.mean() > ref_v3.mean())
+                cells.append(f"{_difference(v3 - ref_v3)} ({np.nanmean(mae):.3f})")
+            print(f"| {window} | {condition} | {ref_v3.mean():.4f} ({np.nanmean(ref_mae):.3f}) | " + " | ".join(cells) + " |")
+        print(f"| windows above | {condition} | | " + " | ".join(f"{above[n]} of {len(spans[condition])}" for n in students) + " |")
+
+
 def _students(spec: str) -> list[tuple[str, str]]:
     return [tuple(item.split("=", 1)) for item in spec.split(",") if item]
 
@@ -45,6 +77,8 @@ def main(argv=None) -> None:
     p.add_argument("--a", required=True, help="the reference recipe's students: name=model_dir,...")
     p.add_argument("--b", required=True, help="the other recipe's students, in the same order")
     p.add_argument("--windows", default="0,5,7,8,9")
+    p.add_argument("--reference", default="bayes", help="a reference agent every student is also compared with "
+                   "('' for none)")
     p.add_argument("--out", type=Path, help="write the per-week figures here (JSON)")
     args = p.parse_args(argv)
     a, b = _students(args.a), _students(args.b)
@@ -54,15 +88,21 @@ def main(argv=None) -> None:
     from rhythm_core.env.conditions import parse_seeds
     from rhythm_core.evaluation.rollouts import evaluation_window
 
-    figures: dict = {}  # condition -> student -> [scores, belief errors] over the windows' weeks
+    figures: dict = {}  # condition -> player -> [scores, belief errors] over the windows' weeks
+    spans: dict = {}  # condition -> [(window, (first, end) index of its weeks)]
     for window in (int(w) for w in args.windows.split(",")):
         for condition, spec in evaluation_window(window).items():
             seeds = parse_seeds(spec)
-            for name, model_dir in a + b:
-                scores, errors = week_figures(model_dir, condition, seeds)
+            players = [(name, lambda c, s, d=model_dir: week_figures(d, c, s)) for name, model_dir in a + b]
+            if args.reference:
+                players.append((args.reference, lambda c, s: reference_figures(args.reference, c, s)))
+            for name, play in players:
+                scores, errors = play(condition, seeds)
                 pooled = figures.setdefault(condition, {}).setdefault(name, [[], []])
                 pooled[0] += scores.tolist()
                 pooled[1] += errors.tolist()
+            start = len(figures[condition][a[0][0]][0]) - len(seeds)
+            spans.setdefault(condition, []).append((window, (start, start + len(seeds))))
             print(f"window {window} {condition}: played", flush=True)
     if args.out:
         args.out.write_text(json.dumps(figures) + "\n")
@@ -76,6 +116,8 @@ def main(argv=None) -> None:
                           "mean of the pairs"))
         for scores, errors, label in pairs:
             print(f"| {condition} | {label} | {len(scores)} | {_difference(scores)} | {_difference(errors)} |")
+    if args.reference:
+        reference_table(figures, spans, args.reference, [name for name, _ in a + b])
 
 
 if __name__ == "__main__":

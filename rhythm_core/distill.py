@@ -2,7 +2,7 @@
 GRPO -> evaluation, each stage publishing into <out>/<stage>/<version>/ like the assets do.
 
     rhythm distill --out runs/demo                   # the demo preset: what `make demo` trains, ~6 min
-    rhythm distill --preset long --out runs/long     # 3,000 search-teacher weeks, ~18 min (2-core CPU)
+    rhythm distill --preset long --out runs/long     # 3,000 search-teacher weeks, ~19 min (2-core CPU)
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ PRESETS: dict[str, dict] = {
     # weeks"). The search teacher: at this budget its students score above the Bayesian teacher's
     # (benchmarks/README.md, "The larger budget from the search teacher"). The innovation chain: its
     # students score above the linear chain's on continuous weeks, level elsewhere, paired over five
-    # windows (benchmarks/README.md, "The innovation chain with the belief only over t"); the demo's
-    # budget does not learn it.
+    # windows (benchmarks/README.md, "The innovation chain with the belief only over t"); at the demo's
+    # budget one SFT seed in three learns it ("The innovation chain at the demo's budget").
     "long": {"teacher": "search", "teacher_seeds": "1000-3999", "dataset": {"readout_form": "innovation"},
              "sft": {"short_context_steps": 1000, "max_steps": 1200},
              "grpo": {"max_steps": 50, "teacher_prompts": 2048, "student_episodes": 16},

@@ -280,7 +280,7 @@ def build_parser() -> argparse.ArgumentParser:
                 check_distill)
     p.add_argument("--preset", choices=list(PRESETS), default=DEFAULT_PRESET,
                    help="demo: what `make demo` trains (about 6 minutes on 2 CPU cores); long: the same recipe with "
-                        "more weeks and steps, from the search teacher, the innovation evidence chain (about 18 minutes); published: the 3B LoRA student (for a GPU)")
+                        "more weeks and steps, from the search teacher, the innovation evidence chain (about 19 minutes); published: the 3B LoRA student (for a GPU)")
     p.add_argument("--out", required=True, help="output root, created if missing in a folder that exists")
     grader(p)
 
