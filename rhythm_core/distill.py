@@ -46,7 +46,7 @@ PRESETS: dict[str, dict] = {
     # (benchmarks/README.md, "The larger budget from the search teacher"). The innovation chain: its
     # students score above the linear chain's on continuous weeks, level elsewhere, paired over five
     # windows (benchmarks/README.md, "The innovation chain with the belief only over t"); at the demo's
-    # budget one SFT seed in three learns it ("The innovation chain at the demo's budget").
+    # budget one SFT seed in five learns it ("The innovation chain at the demo's budget").
     "long": {"teacher": "search", "teacher_seeds": "1000-3999", "dataset": {"readout_form": "innovation"},
              "sft": {"short_context_steps": 1000, "max_steps": 1200},
              "grpo": {"max_steps": 50, "teacher_prompts": 2048, "student_episodes": 16},
