@@ -23,26 +23,28 @@ from pathlib import Path
 import numpy as np
 
 
-def week_figures(model_dir: str, condition: str, seeds: list[int]) -> tuple[np.ndarray, np.ndarray]:
-    """Per-week v3 score and final belief MAE of a checkpoint playing greedily."""
+def _played(agent, condition: str, seeds) -> tuple[np.ndarray, np.ndarray]:
+    """Per-week v3 score and final belief MAE of an agent's weeks."""
     from rhythm_core.agents.rollout import rollout
     from rhythm_core.graders import get_grader
+
+    episodes = rollout(agent, condition, np.asarray(seeds))
+    return get_grader("v3").grade_batch(episodes)[0], np.asarray(episodes.belief_mae(), dtype=float)
+
+
+def week_figures(model_dir: str, condition: str, seeds: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Per-week v3 score and final belief MAE of a checkpoint playing greedily."""
     from rhythm_core.training.generation import SamplingConfig
     from rhythm_core.training.policy import LLMPolicyAgent
 
-    agent = LLMPolicyAgent.from_checkpoint(model_dir, sampling=SamplingConfig(temperature=0.0))
-    episodes = rollout(agent, condition, seeds)
-    return get_grader("v3").grade_batch(episodes)[0], np.asarray(episodes.belief_mae(), dtype=float)
+    return _played(LLMPolicyAgent.from_checkpoint(model_dir, sampling=SamplingConfig(temperature=0.0)), condition, seeds)
 
 
 def reference_figures(name: str, condition: str, seeds: list[int]) -> tuple[np.ndarray, np.ndarray]:
     """Per-week v3 score and final belief MAE of a reference agent (`rhythm_core.agents.get_agent`)."""
     from rhythm_core.agents import get_agent
-    from rhythm_core.agents.rollout import rollout
-    from rhythm_core.graders import get_grader
 
-    episodes = rollout(get_agent(name), condition, np.asarray(seeds))
-    return get_grader("v3").grade_batch(episodes)[0], np.asarray(episodes.belief_mae(), dtype=float)
+    return _played(get_agent(name), condition, seeds)
 
 
 def reference_table(figures: dict, spans: dict, reference: str, students: list[str]) -> None:
