@@ -21,6 +21,15 @@ class SamplingConfig:
     temperature: float = 0.0  # 0 = greedy
     top_p: float = 1.0
     seed: int = 0
+    # Greedy decoding writes a whole-number token as the median of the model's distribution over its
+    # kind's numbers ("median", number_decoding.py) or as the likeliest token ("argmax").
+    numbers: str = "median"
+
+    def __post_init__(self):
+        from .number_decoding import NUMBER_DECODINGS
+
+        if self.numbers not in NUMBER_DECODINGS:
+            raise ValueError(f"numbers must be one of {', '.join(NUMBER_DECODINGS)}, got {self.numbers!r}")
 
 
 def generate_answers(model, tokenizer, conversations: list[list[dict]], sampling: SamplingConfig,
@@ -39,6 +48,7 @@ def generate_answers(model, tokenizer, conversations: list[list[dict]], sampling
     answers: list[str] = []
     model.eval()
     config = decoding_config(sampling, tokenizer)
+    processors = number_processors(sampling, tokenizer)
     if prompt_cache is not None:  # generate hands back the cache it extended
         config.update(use_cache=True, return_dict_in_generate=True)
     all_rows = prompt_ids if prompt_ids is not None else conversation_ids(tokenizer, conversations)
@@ -51,10 +61,12 @@ def generate_answers(model, tokenizer, conversations: list[list[dict]], sampling
             if prompt_cache is None:
                 input_ids, attention_mask = _left_padded(rows, tokenizer.pad_token_id)
                 out = model.generate(input_ids=input_ids.to(model.device),
-                                     attention_mask=attention_mask.to(model.device), generation_config=config)
+                                     attention_mask=attention_mask.to(model.device), generation_config=config,
+                                     logits_processor=processors)
                 new = out[:, input_ids.shape[1] :]
             else:
-                new = _generate_reusing_prefixes(model, rows, list(batch), prompt_cache, tokenizer.pad_token_id, config)
+                new = _generate_reusing_prefixes(model, rows, list(batch), prompt_cache, tokenizer.pad_token_id, config,
+                                                 processors)
         answers.extend(tokenizer.batch_decode(new, skip_special_tokens=True))
     return answers
 
@@ -135,6 +147,16 @@ def decoding_config(sampling: SamplingConfig, tokenizer):
     return config
 
 
+def number_processors(sampling: SamplingConfig, tokenizer):
+    """The logits processors `generate` gets: the number median for greedy decoding (None: none)."""
+    from transformers import LogitsProcessorList
+
+    from .number_decoding import number_median_processor
+
+    median = number_median_processor(tokenizer) if sampling.temperature == 0 and sampling.numbers == "median" else None
+    return None if median is None else LogitsProcessorList([median])
+
+
 def _left_padded(rows: list[list[int]], pad_id: int):
     """(input_ids, attention_mask) with every row right-aligned, as a left-padding tokenizer gives them."""
     import torch
@@ -149,13 +171,15 @@ def _left_padded(rows: list[list[int]], pad_id: int):
     return input_ids, mask
 
 
-def _generate_reusing_prefixes(model, rows: list[list[int]], keys: list[int], cache: PromptCache, pad_id: int, config):
+def _generate_reusing_prefixes(model, rows: list[list[int]], keys: list[int], cache: PromptCache, pad_id: int, config,
+                               processors=None):
     cache.share_prefixes(model, keys, rows)
     layout = cache.plan(keys, rows)
     input_ids, attention_mask = cache.inputs(rows, pad_id, layout)
     past = cache.past_key_values(keys, layout, input_ids.shape[1] + config.max_new_tokens)
     out = model.generate(input_ids=input_ids.to(model.device), attention_mask=attention_mask.to(model.device),
-                         generation_config=config, **({} if past is None else {"cache": past}))
+                         generation_config=config, logits_processor=processors,
+                         **({} if past is None else {"cache": past}))
     cache.store(keys, rows, out.cache, layout)
     return out.sequences[:, input_ids.shape[1] :]
 

@@ -1,0 +1,56 @@
+import pytest
+import torch
+
+from rhythm_core.training.generation import SamplingConfig, number_processors
+from rhythm_core.training.number_decoding import number_median_processor
+from rhythm_core.training.tiny import train_tokenizer
+
+# Answers in the evidence protocol's shape: increments and beliefs, each number one token.
+TEXTS = [f'{{"reasoning":"social {sign}0.{a:02d} work {sign}0.{b:02d}","belief":{{"social":0.{a:02d},"work":0.{b:02d}}}}}'
+         for sign in "+-" for a in range(100) for b in (a, 99 - a)] * 3
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return train_tokenizer(TEXTS)
+
+
+def _scores(tokenizer, probabilities: dict[str, float]):
+    """A (1, vocab) logits row with these token probabilities (the rest ~0)."""
+    scores = torch.full((1, len(tokenizer)), -30.0)
+    for text, p in probabilities.items():
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        assert len(ids) == 1, f"{text!r} is not one token: {ids}"
+        scores[0, ids[0]] = float(torch.log(torch.tensor(p)))
+    return scores
+
+
+def _chosen(tokenizer, scores) -> str:
+    return tokenizer.decode([int(number_median_processor(tokenizer)(None, scores).argmax())])
+
+
+def test_a_greedy_number_is_the_median_of_the_numbers_the_model_spreads_its_mass_over(tokenizer):
+    # greedy would write +0.00 (30%), but 69% of the mass says about +0.31
+    increment = {" +0.00": 0.30, " +0.30": 0.23, " +0.31": 0.23, " +0.32": 0.23, " -0.05": 0.01}
+    assert _chosen(tokenizer, _scores(tokenizer, increment)) == " +0.30"
+    belief = {"0.5": 0.40, "0.81": 0.20, "0.82": 0.20, "0.83": 0.20}
+    assert _chosen(tokenizer, _scores(tokenizer, belief)) == "0.81"
+    # a confident number, and text, are written as greedy writes them
+    assert _chosen(tokenizer, _scores(tokenizer, {" +0.12": 0.9, " +0.40": 0.1})) == " +0.12"
+    assert _chosen(tokenizer, _scores(tokenizer, {"DEEP_WORK": 0.4, " +0.30": 0.3, " +0.31": 0.3})) == "DEEP_WORK"
+
+
+def test_the_median_stays_within_the_greedy_tokens_kind(tokenizer):
+    # belief tokens outweigh the increments together, but an increment is due: it stays an increment
+    scores = _scores(tokenizer, {" +0.02": 0.2, " +0.03": 0.15, "0.61": 0.35, "0.62": 0.3})
+    scores[0, tokenizer(" +0.02", add_special_tokens=False)["input_ids"][0]] += 5.0
+    assert _chosen(tokenizer, scores) in (" +0.02", " +0.03")
+
+
+def test_median_decoding_only_applies_to_greedy_decoding_and_tokenizers_with_number_tokens(tokenizer):
+    assert number_processors(SamplingConfig(), tokenizer) is not None
+    assert number_processors(SamplingConfig(numbers="argmax"), tokenizer) is None
+    assert number_processors(SamplingConfig(temperature=0.7), tokenizer) is None  # sampling is left alone
+    assert number_median_processor(train_tokenizer(["no digits in this text at all"] * 5)) is None
+    with pytest.raises(ValueError, match="numbers must be one of median, argmax"):
+        SamplingConfig(numbers="mode")
