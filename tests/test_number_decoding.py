@@ -45,6 +45,9 @@ def test_the_median_stays_within_the_greedy_tokens_kind(tokenizer):
     scores = _scores(tokenizer, {" +0.02": 0.2, " +0.03": 0.15, "0.61": 0.35, "0.62": 0.3})
     scores[0, tokenizer(" +0.02", add_special_tokens=False)["input_ids"][0]] += 5.0
     assert _chosen(tokenizer, scores) in (" +0.02", " +0.03")
+    # an output layer wider than the tokenizer (padded): a padded id is no number and stays the choice
+    wide = torch.cat([_scores(tokenizer, {" +0.30": 0.5, " +0.31": 0.5}), torch.full((1, 8), 5.0)], dim=1)
+    assert int(number_median_processor(tokenizer)(None, wide).argmax()) >= len(tokenizer)
 
 
 def test_median_decoding_only_applies_to_greedy_decoding_and_tokenizers_with_number_tokens(tokenizer):

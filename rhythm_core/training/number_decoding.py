@@ -49,7 +49,8 @@ def number_median_processor(tokenizer):
     class NumberMedian(LogitsProcessor):
         def __call__(self, input_ids, scores):
             top = scores.argmax(dim=1)
-            kind = kind_of.to(top.device)[top]
+            # a model's output layer may be wider than its tokenizer (padded): those ids are no numbers
+            kind = kind_of.to(top.device)[top.clamp(max=len(kind_of) - 1)].masked_fill(top >= len(kind_of), -1)
             for k, ids in enumerate(id_tensors):
                 rows = (kind == k).nonzero().flatten()
                 if not len(rows):
