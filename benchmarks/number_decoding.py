@@ -1,5 +1,6 @@
-"""How a student writes its numbers: greedy argmax, the median of its distribution over numbers (the
-product's `SamplingConfig.numbers`), or the mean (lost; lives only here), on held-out training seeds.
+"""How a student writes its numbers: greedy argmax (lost), the median of its distribution over numbers
+(the product's greedy decoding, `training/number_decoding.py`), or the mean (lost), on held-out training
+seeds; the two lost modes live only here.
 
     python benchmarks/number_decoding.py --students NAME=MODEL_DIR,... [--seeds 9500-9699] [--modes argmax,median,mean]
 
@@ -16,15 +17,17 @@ import time
 
 import numpy as np
 
+MODES = ("argmax", "median", "mean")
+
 
 def mean_processor(tokenizer):
     """The mean instead of the median: the number of the greedy token's kind nearest the expected value."""
     import torch
     from transformers import LogitsProcessor
 
-    from rhythm_core.training.number_decoding import _number_kinds
+    from rhythm_core.training.number_decoding import number_kinds
 
-    kinds = [(torch.tensor(ids), torch.tensor(values)) for ids, values in _number_kinds(tokenizer)]
+    kinds = [(torch.tensor(ids), torch.tensor(values)) for ids, values in number_kinds(tokenizer)]
 
     class NumberMean(LogitsProcessor):
         def __call__(self, input_ids, scores):
@@ -40,25 +43,35 @@ def mean_processor(tokenizer):
     return NumberMean()
 
 
-def play(model_dir: str, seeds: np.ndarray, mode: str) -> tuple[np.ndarray, np.ndarray, float]:
-    """Per-week v3 and belief MAE in one mode, and the seconds of play."""
+def numbers_as(mode: str):
+    """A context in which greedy play writes numbers as `mode` says: "median" is the product's decoding;
+    "argmax" (plain greedy) and "mean" swap the product's hook (`generation.number_processors`)."""
     from unittest import mock
 
     from transformers import LogitsProcessorList
 
+    from rhythm_core.training import generation
+
+    if mode == "median":
+        return contextlib.nullcontext()
+    if mode == "argmax":
+        return mock.patch.object(generation, "number_processors", lambda sampling, tokenizer: None)
+    if mode == "mean":
+        return mock.patch.object(generation, "number_processors",
+                                 lambda sampling, tokenizer: LogitsProcessorList([mean_processor(tokenizer)]))
+    raise ValueError(f"unknown mode {mode!r}; allowed: {', '.join(MODES)}")
+
+
+def play(model_dir: str, seeds: np.ndarray, mode: str) -> tuple[np.ndarray, np.ndarray, float]:
+    """Per-week v3 and belief MAE in one mode, and the seconds of play."""
     from rhythm_core.agents.rollout import rollout
     from rhythm_core.graders import get_grader
-    from rhythm_core.training import generation
+    from rhythm_core.training.generation import SamplingConfig
     from rhythm_core.training.policy import LLMPolicyAgent
 
-    agent = LLMPolicyAgent.from_checkpoint(
-        model_dir, sampling=generation.SamplingConfig(temperature=0.0, numbers="argmax" if mode == "argmax" else "median"))
-    swap = contextlib.nullcontext()
-    if mode == "mean":  # the product's hook hands generate the mean's processor instead of the median's
-        swap = mock.patch.object(generation, "number_processors",
-                                 lambda sampling, tokenizer: LogitsProcessorList([mean_processor(tokenizer)]))
+    agent = LLMPolicyAgent.from_checkpoint(model_dir, sampling=SamplingConfig(temperature=0.0))
     started = time.perf_counter()
-    with swap:
+    with numbers_as(mode):
         episodes = rollout(agent, "continuous", seeds)
     wall = time.perf_counter() - started
     return get_grader("v3").grade_batch(episodes)[0], np.asarray(episodes.belief_mae(), dtype=float), wall

@@ -1,11 +1,11 @@
 """Two recipes' students against each other, week by week, pooled over evaluation windows.
 
     python benchmarks/paired_students.py --a NAME=MODEL_DIR,... --b NAME=MODEL_DIR,... [--windows 0,5,7,8,9]
-        [--reference bayes] [--out scores.json] [--a-numbers argmax|median] [--b-numbers argmax|median]
+        [--reference bayes] [--out scores.json] [--a-numbers argmax|median|mean] [--b-numbers ...]
 
 `--a` and `--b` list students in pairs (the i-th of each trained alike but for the recipe's change,
 e.g. the same SFT seed; or the same students, `--a-numbers argmax` against the product's median
-number decoding). Each plays every window's weeks greedily; per condition the script prints,
+number decoding, benchmarks/number_decoding.py). Each plays every window's weeks greedily; per condition the script prints,
 for each pair and for all pairs together, the paired difference b − a of the v3 score and of the
 final belief MAE, pooled over the windows' weeks, with its standard error. A window's condition is
 15 to 100 weeks, too few to tell a +0.01 recipe from noise; pooled over five windows and two pairs
@@ -22,8 +22,7 @@ import json
 from pathlib import Path
 
 import numpy as np
-
-from rhythm_core.training.number_decoding import NUMBER_DECODINGS
+from number_decoding import MODES, numbers_as
 
 
 def _played(agent, condition: str, seeds) -> tuple[np.ndarray, np.ndarray]:
@@ -37,12 +36,13 @@ def _played(agent, condition: str, seeds) -> tuple[np.ndarray, np.ndarray]:
 
 def week_figures(model_dir: str, condition: str, seeds: list[int], numbers: str = "median") -> tuple[np.ndarray, np.ndarray]:
     """Per-week v3 score and final belief MAE of a checkpoint playing greedily (`numbers`: how it writes
-    number tokens, `SamplingConfig.numbers`)."""
+    number tokens, `number_decoding.numbers_as`)."""
     from rhythm_core.training.generation import SamplingConfig
     from rhythm_core.training.policy import LLMPolicyAgent
 
-    agent = LLMPolicyAgent.from_checkpoint(model_dir, sampling=SamplingConfig(temperature=0.0, numbers=numbers))
-    return _played(agent, condition, seeds)
+    agent = LLMPolicyAgent.from_checkpoint(model_dir, sampling=SamplingConfig(temperature=0.0))
+    with numbers_as(numbers):
+        return _played(agent, condition, seeds)
 
 
 def reference_figures(name: str, condition: str, seeds: list[int]) -> tuple[np.ndarray, np.ndarray]:
@@ -87,8 +87,8 @@ def main(argv=None) -> None:
     p.add_argument("--reference", default="bayes", help="a reference agent every student is also compared with "
                    "('' for none)")
     p.add_argument("--out", type=Path, help="write the per-week figures here (JSON)")
-    p.add_argument("--a-numbers", default="median", choices=NUMBER_DECODINGS, help="how --a's students write numbers")
-    p.add_argument("--b-numbers", default="median", choices=NUMBER_DECODINGS, help="how --b's students write numbers")
+    p.add_argument("--a-numbers", default="median", choices=MODES, help="how --a's students write numbers")
+    p.add_argument("--b-numbers", default="median", choices=MODES, help="how --b's students write numbers")
     args = p.parse_args(argv)
     a, b = _students(args.a), _students(args.b)
     if len(a) != len(b) or not a:

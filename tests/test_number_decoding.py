@@ -52,8 +52,27 @@ def test_the_median_stays_within_the_greedy_tokens_kind(tokenizer):
 
 def test_median_decoding_only_applies_to_greedy_decoding_and_tokenizers_with_number_tokens(tokenizer):
     assert number_processors(SamplingConfig(), tokenizer) is not None
-    assert number_processors(SamplingConfig(numbers="argmax"), tokenizer) is None
     assert number_processors(SamplingConfig(temperature=0.7), tokenizer) is None  # sampling is left alone
     assert number_median_processor(train_tokenizer(["no digits in this text at all"] * 5)) is None
-    with pytest.raises(ValueError, match="numbers must be one of median, argmax"):
-        SamplingConfig(numbers="mode")
+    assert number_median_processor(tokenizer) is number_median_processor(tokenizer)  # built once per tokenizer
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_generation_writes_numbers_through_the_median_with_and_without_the_prompt_cache(tokenizer, monkeypatch, cached):
+    from rhythm_core.training import number_decoding
+    from rhythm_core.training.generation import generate_answers
+    from rhythm_core.training.prompt_cache import PromptCache
+    from rhythm_core.training.tiny import build_tiny_model
+
+    calls = []
+    median = number_median_processor(tokenizer)
+
+    def recorded(input_ids, scores):
+        calls.append(scores.shape[0])
+        return median(input_ids, scores)
+
+    monkeypatch.setattr(number_decoding, "number_median_processor", lambda tok: recorded)
+    conversations = [[{"role": "user", "content": f"Now day {d} morning"}] for d in (1, 2)]
+    generate_answers(build_tiny_model(tokenizer), tokenizer, conversations, SamplingConfig(max_new_tokens=3),
+                     prompt_cache=PromptCache() if cached else None)
+    assert calls and set(calls) == {2}  # every generated step of both rows went through it

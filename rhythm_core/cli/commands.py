@@ -24,7 +24,6 @@ from ..protocol import (
     READOUT_FORMS,
     REASONING,
 )
-from ..training.number_decoding import NUMBER_DECODINGS
 from .checks import (
     agents_arg,
     check_baselines,
@@ -130,8 +129,7 @@ def _cmd_eval(args) -> int:
     from ..training.models import checkpoint_info
 
     model_dir, seeds, baselines = args.model_dir, args.seed_specs, args.baseline_list
-    sampling = SamplingConfig(max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed,
-                              numbers=args.numbers)
+    sampling = SamplingConfig(max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed)
     with tqdm(total=(1 + len(baselines)) * len(seeds), desc="eval", unit="player x condition", file=sys.stderr) as bar:
         rollouts = eval_rollouts_stage({args.name: str(model_dir)}, seeds, args.out, sampling=sampling,
                                        baselines=baselines, provenance={"checkpoint": str(model_dir),
@@ -274,9 +272,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-new-tokens", type=int, default=None,
                    help="answer budget (default: 1.5x the longest teacher answer the checkpoint was trained on)")
     p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature, 0 to 2 (0: greedy)")
-    p.add_argument("--numbers", choices=NUMBER_DECODINGS, default="median",
-                   help="greedy decoding of a number token: the median of the model's distribution over numbers "
-                        "(default) or the likeliest token")
     p.add_argument("--seed", type=int, default=0, help="sampling seed")
 
     from ..distill import DEFAULT_PRESET, PRESETS

@@ -3,8 +3,8 @@
 Free-running play mixes two failures: a student that never learned to infer the profile, and one
 that infers it but drifts on its own earlier answers. The probe separates them. It runs each
 validation episode of a chat-format SFT dataset through the model once, with the teacher's answers
-in the context (teacher forcing), and reads the model's greedy choice at every belief number of
-every answer. Per step it reports the belief MAE of those choices against the true profile, their
+in the context (teacher forcing), and reads the number the model would write at every belief number
+of every answer (greedy, each number the median of its distribution over numbers, as it plays). Per step it reports the belief MAE of those choices against the true profile, their
 distance to the teacher's own numbers, and two references on the same numbers: the teacher, and
 "copy the teacher's previous belief" (what a model that only repeats itself would score under
 teacher forcing). A model whose probe MAE sits at the constant prior's has learned no inference,
@@ -31,9 +31,12 @@ _UPDATE_NUMBER = re.compile(r'(?<=[" ])(' + "|".join(BELIEF_DIMS) + r') ([+-]\d+
 
 
 def _belief_numbers(text: str, tokenizer, logits, pattern=_BELIEF_NUMBER, clip: bool = True):
-    """(teacher values, model argmax values, readable), each (steps, 3), of the numbers `pattern` finds
+    """(teacher values, the values the model writes, readable), each (steps, 3), of the numbers `pattern` finds
     in the assistant turns of one rendered conversation. A number that is not one token of its own (a
     rare value the tokenizer splits) is not readable: its model value is NaN and it is left out."""
+    from ..training.number_decoding import number_median_processor
+
+    median = number_median_processor(tokenizer)
     encoding = tokenizer(text, return_offsets_mapping=True, add_special_tokens=False)
     token_at = {start: i for i, (start, _end) in enumerate(encoding["offset_mapping"])}
     ends = [end for _start, end in encoding["offset_mapping"]]
@@ -46,7 +49,10 @@ def _belief_numbers(text: str, tokenizer, logits, pattern=_BELIEF_NUMBER, clip: 
         if not readable[-1]:
             model.append(np.nan)
             continue
-        choice = tokenizer.decode([int(logits[index - 1].argmax())]).strip()
+        scores = logits[index - 1 : index]
+        if median is not None:
+            scores = median(None, scores.clone())
+        choice = tokenizer.decode([int(scores.argmax())]).strip()
         try:
             value = float(choice)
         except ValueError:

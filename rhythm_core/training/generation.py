@@ -21,15 +21,6 @@ class SamplingConfig:
     temperature: float = 0.0  # 0 = greedy
     top_p: float = 1.0
     seed: int = 0
-    # Greedy decoding writes a whole-number token as the median of the model's distribution over its
-    # kind's numbers ("median", number_decoding.py) or as the likeliest token ("argmax").
-    numbers: str = "median"
-
-    def __post_init__(self):
-        from .number_decoding import NUMBER_DECODINGS
-
-        if self.numbers not in NUMBER_DECODINGS:
-            raise ValueError(f"numbers must be one of {', '.join(NUMBER_DECODINGS)}, got {self.numbers!r}")
 
 
 def generate_answers(model, tokenizer, conversations: list[list[dict]], sampling: SamplingConfig,
@@ -148,12 +139,13 @@ def decoding_config(sampling: SamplingConfig, tokenizer):
 
 
 def number_processors(sampling: SamplingConfig, tokenizer):
-    """The logits processors `generate` gets: the number median for greedy decoding (None: none)."""
+    """The logits processors `generate` gets: greedy decoding writes a number token as the median of the
+    model's distribution over numbers (number_decoding.py); sampling is left alone (None: none)."""
     from transformers import LogitsProcessorList
 
     from .number_decoding import number_median_processor
 
-    median = number_median_processor(tokenizer) if sampling.temperature == 0 and sampling.numbers == "median" else None
+    median = number_median_processor(tokenizer) if sampling.temperature == 0 else None
     return None if median is None else LogitsProcessorList([median])
 
 

@@ -4,7 +4,6 @@ eval_results (graded under the active grader and v2, with plots)."""
 import shutil
 import time
 from pathlib import Path
-from typing import Literal
 
 import dagster as dg
 
@@ -35,8 +34,6 @@ class EvalRolloutsConfig(dg.Config):
     discrete3_seeds: str = DEFAULT_EVAL_SEEDS["discrete3"]  # 5 episodes per legacy profile
     max_new_tokens: int | None = None  # None: 1.5x the longest teacher answer the checkpoint was trained on
     temperature: float = 0.0  # greedy
-    # Greedy decoding of a number token: "median" of the student's distribution over numbers, or "argmax".
-    numbers: Literal["median", "argmax"] = "median"
     top_p: float = 1.0
     sampling_seed: int = 0
     baselines: list[str] = list(EVAL_BASELINES)
@@ -53,7 +50,7 @@ def plan_eval_rollouts(context: dg.OpExecutionContext, config: EvalRolloutsConfi
     for condition, spec in seeds.items():
         eval_seed_list(condition, spec)
     sampling = SamplingConfig(max_new_tokens=config.max_new_tokens, temperature=config.temperature,
-                              top_p=config.top_p, seed=config.sampling_seed, numbers=config.numbers)
+                              top_p=config.top_p, seed=config.sampling_seed)
     for checkpoint in (grpo_checkpoint, sft_checkpoint):  # the students as their materializations recorded them
         verify_artifact(checkpoint["path"], checkpoint.get("files_digest"))
     root = artifact_root(context)
