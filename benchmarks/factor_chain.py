@@ -1,6 +1,6 @@
 """Why the students' OOD belief trails the teacher's: the evidence chain's three-number state.
 
-    python benchmarks/factor_chain.py [--fit-seeds 1000-3699] [--windows 4,6]
+    python benchmarks/factor_chain.py [--fit-seeds 1000-3699] [--windows 4,6] [--act]
 
 The search teacher plays continuous training weeks (`--fit-seeds`, a dataset's training split) and
 the windows' weeks. Two innovation chains (the product's form: per (action, slot), ridge on the shown
@@ -9,8 +9,12 @@ changes, walked on the 2-decimal grid from the student's point of view) are fitt
 teacher's stated belief (3 numbers, the product's), `chain9` on its posterior mean of the 9 factors,
 the belief then being the profile's fixed mapping of them. Per condition and quarter of within-
 dimension factor disagreement (`ood_disagreement.disagreement`) it prints the final-belief MAE from
-the person of the teacher and of each chain under the teacher's actions. Prints figures; asserts
-nothing.
+the person of the teacher and of each chain under the teacher's actions. `--act` then plays the search teacher
+acting on a chain's state instead of its posterior (what a student that follows the chain and acts
+as its teacher would can reach): on the posterior's belief (3 numbers, each mapped to the prior's
+expected factors given it), on chain3's, and on chain9's factors; per condition its v3 score, the
+paired difference from the teacher, the part of it that is not the belief's (actions), and the most
+disagreeing quarter's. Prints figures; asserts nothing.
 """
 
 from __future__ import annotations
@@ -26,11 +30,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ood_disagreement import disagreement  # noqa: E402
 
 from rhythm_core.agents import SearchAgent  # noqa: E402
+from rhythm_core.agents.rollout import rollout  # noqa: E402
 from rhythm_core.env import VectorRhythmEnv  # noqa: E402
 from rhythm_core.env.conditions import parse_seeds  # noqa: E402
-from rhythm_core.env.profiles import sample_factors  # noqa: E402
-from rhythm_core.env.spec import ACTIONS, SLOTS, STEPS_PER_EPISODE, true_belief  # noqa: E402
+from rhythm_core.env.profiles import gaussian_prior, sample_factors  # noqa: E402
+from rhythm_core.env.spec import ACTIONS, BELIEF_OFFSET, BELIEF_WEIGHTS, SLOTS, STEPS_PER_EPISODE, true_belief  # noqa: E402
 from rhythm_core.evaluation.rollouts import evaluation_window  # noqa: E402
+from rhythm_core.graders import get_grader  # noqa: E402
 from rhythm_core.teacher.evidence import INNOVATION_RIDGE, _evidence  # noqa: E402
 
 
@@ -87,13 +93,74 @@ def final_beliefs(chain, week: dict, to_belief) -> np.ndarray:
     return out
 
 
+def _belief_to_factors(belief: np.ndarray) -> np.ndarray:
+    """The in-distribution prior's expected factors given a belief (..., 3)."""
+    mean, cov = gaussian_prior("continuous")
+    gain = cov @ BELIEF_WEIGHTS.T @ np.linalg.inv(BELIEF_WEIGHTS @ cov @ BELIEF_WEIGHTS.T)
+    return np.clip(mean + (belief - BELIEF_OFFSET - BELIEF_WEIGHTS @ mean) @ gain.T, 0.0, 1.0)
+
+
+class ChainActing(SearchAgent):
+    """The search teacher (its inference kept for the information bonus) acting on `kind`'s state:
+    "belief3" its own posterior's belief, "chain3" / "chain9" the chain walked over the week so far."""
+
+    def __init__(self, kind: str, chain=None):
+        super().__init__()
+        self.name, self.kind, self.chain = f"search_on_{kind}", kind, chain
+
+    def reset(self, env) -> None:
+        super().reset(env)
+        if self.chain is not None:
+            self.state = np.tile(np.round(self.chain[0], 2), (env.num_envs, 1))
+
+    def _update(self, obs) -> None:
+        super()._update(obs)
+        if self.chain is None or obs.step == 0:
+            return
+        t, coefs = obs.step, self.chain[1]
+        for i in range(len(self.state)):
+            action, anomaly = _evidence(obs.item(i), t)
+            increment = np.round(_features(anomaly, self.state[i], t) @ coefs[action, (t - 1) % len(SLOTS)], 2)
+            self.state[i] = np.round(np.clip(self.state[i] + increment, 0.0, 1.0), 2)
+
+    def _belief(self) -> np.ndarray:
+        if self.kind == "belief3":
+            return np.clip(true_belief(self.mu + 0.5), 0.0, 1.0)
+        return self.state if self.kind == "chain3" else np.clip(true_belief(self.state), 0.0, 1.0)
+
+    def factor_estimate(self) -> np.ndarray:
+        return self.state if self.kind == "chain9" else _belief_to_factors(self._belief())
+
+    def belief(self):
+        return self._belief(), super().belief()[1]
+
+
+def acting(chains: dict, condition: str, seeds: np.ndarray, top: np.ndarray) -> None:
+    grader = get_grader("v3")
+    reference = None
+    for agent in [SearchAgent(), ChainActing("belief3"), *(ChainActing(k, c) for k, c in chains.items())]:
+        scores, components = grader.grade_batch(rollout(agent, condition, seeds))
+        if reference is None:
+            reference = scores, components["belief_skill"]
+        delta = scores - reference[0]
+        actions = delta - grader.weights["belief_skill"] * (components["belief_skill"] - reference[1])
+
+        def se(x):
+            return x.std(ddof=1) / np.sqrt(len(x))
+
+        print(f"| {condition} | {agent.name} | {scores.mean():.4f} | {delta.mean():+.4f} ± {se(delta):.4f} | "
+              f"{actions.mean():+.4f} ± {se(actions):.4f} | {delta[top].mean():+.4f} | {actions[top].mean():+.4f} |")
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--fit-seeds", default="1000-3699")
     p.add_argument("--windows", default="4,6")
+    p.add_argument("--act", action="store_true", help="also play the search teacher acting on each chain's state")
     args = p.parse_args(argv)
     train = play("continuous", np.asarray(parse_seeds(args.fit_seeds)))
     chain3, chain9 = fit(train, "belief"), fit(train, "factors")
+    tops = {}
     print("| condition | quarter | disagreement | weeks | teacher | chain3 (the product's) | chain9 |\n|---|---|---|---|---|---|---|")
     for condition in ("continuous", "ood"):
         seeds = np.asarray([s for w in args.windows.split(",") for s in parse_seeds(evaluation_window(int(w))[condition])])
@@ -109,6 +176,12 @@ def main(argv=None) -> None:
             print(f"| {condition} | {q + 1} | {spread[inside].mean():.3f} | {inside.sum()} | "
                   + " | ".join(f"{e[inside].mean():.4f}" for e in errors.values()) + " |")
         print(f"| {condition} | all | {spread.mean():.3f} | {len(seeds)} | " + " | ".join(f"{e.mean():.4f}" for e in errors.values()) + " |")
+        tops[condition] = (seeds, spread > edges[3])
+    if args.act:
+        print("\n| condition | player | v3 | Δ from the teacher | actions' part | Δ, most disagreeing quarter | actions' part |"
+              "\n|---|---|---|---|---|---|---|")
+        for condition, (seeds, top) in tops.items():
+            acting({"chain3": chain3, "chain9": chain9}, condition, seeds, top)
 
 
 if __name__ == "__main__":

@@ -75,8 +75,7 @@ from ..protocol import (
     DatasetFormat,
 )
 from ..teacher.evidence import (
-    EvidenceReadout,
-    InnovationReadout,
+    Readout,
     ReadoutFitError,
     fit_readout,
     readout_from_dict,
@@ -217,7 +216,7 @@ def dataset_format(dataset_dict) -> DatasetFormat:
     return DatasetFormat.from_info(build_info(dataset_dict))
 
 
-def evidence_readout(dataset_dict) -> EvidenceReadout | InnovationReadout | None:
+def evidence_readout(dataset_dict) -> Readout | None:
     """The evidence read-out a dataset's answers were written with (None unless reasoning 'evidence')."""
     data = build_info(dataset_dict).get("evidence_readout")
     return readout_from_dict(data) if data else None
