@@ -14,20 +14,15 @@ from rhythm_core.agents.simple import HeuristicAgent
 from rhythm_core.cli import main
 from rhythm_core.data.sft_dataset import build_sft_dataset, dataset_format, evidence_readout
 from rhythm_core.env import VectorRhythmEnv
-from rhythm_core.env.spec import ACTIONS, BELIEF_DIMS, FACTORS, METERS, SLOTS, STEPS_PER_EPISODE, true_belief
+from rhythm_core.env.spec import ACTIONS, BELIEF_DIMS, METERS, SLOTS, STEPS_PER_EPISODE
 from rhythm_core.protocol import parse_answer
 from rhythm_core.teacher.evidence import (
     INNOVATION_TERMS,
     MIN_FIT_EPISODES,
-    FactorReadout,
     InnovationReadout,
     ReadoutFitError,
-    evidence_steps,
-    factor_state,
     fit_evidence_readout,
-    fit_factor_readout,
     fit_innovation_readout,
-    kalman_states,
     readout_from_dict,
 )
 from rhythm_core.teacher.offline import offline_records
@@ -221,7 +216,7 @@ def test_a_dataset_names_its_chain_form_and_its_answers_carry_that_chain(tmp_pat
                  "--readout-form", "innovation"]) == 0
     assert datasets.load_from_disk(str(tmp_path / "sft"))["train"]["messages"] == data["train"]["messages"]
     assert "innovation read-out" in (tmp_path / "sft" / "README.md").read_text()
-    with pytest.raises(ValueError, match="unknown readout_form 'kalman'; allowed: linear, innovation, factors"):
+    with pytest.raises(ValueError, match="unknown readout_form 'kalman'; allowed: linear, innovation"):
         build_sft_dataset(records, readout_form="kalman")
 
 
@@ -241,47 +236,3 @@ def test_evaluation_seeds_never_reach_training_data_on_any_path(tmp_path, capsys
     unstamped = [{k: v for k, v in r.items() if k != "purpose"} for r in evaluation]
     with pytest.raises(ValueError, match=r"records\[0\] \(episode continuous seed 5\): seed 5 is not a training seed"):
         build_sft_dataset(unstamped, reasoning="none")
-
-
-def test_the_factors_chain_replays_the_teachers_own_posterior_and_carries_all_nine_factors(teacher_weeks):
-    # the state is the belief and six contrasts: an invertible map of the nine factors
-    factors = np.random.default_rng(0).uniform(size=(50, len(FACTORS)))
-    state = factor_state(factors)
-    assert np.allclose(state[:, :len(BELIEF_DIMS)], true_belief(factors))
-    jacobian = factor_state(np.eye(len(FACTORS))) - factor_state(np.zeros((1, len(FACTORS))))
-    assert np.linalg.matrix_rank(jacobian) == len(FACTORS)
-    # the replayed Kalman posterior is the teacher's: its belief is the one every step of the records states
-    states = kalman_states([history for _, history in teacher_weeks[:20]])
-    stated = np.array([[[s["parsed"]["belief"][d] for d in BELIEF_DIMS] for s in r["steps"]] for r, _ in teacher_weeks[:20]])
-    assert np.abs(np.clip(states[..., :len(BELIEF_DIMS)], 0, 1) - stated).max() <= 0.005 + 1e-9
-    readout = fit_factor_readout(teacher_weeks[:270], teacher_weeks[270:])
-    assert isinstance(readout, FactorReadout) and readout.fit["reliable"] and readout.fit["fit_weeks"] == 270
-    # its belief stays as near the teacher as the innovation chain's (measured 0.034 against 0.036)
-    innovation = fit_innovation_readout(teacher_weeks[:270], teacher_weeks[270:])
-    assert readout.fit["held_out"]["continuous"]["mae_vs_teacher"] < (
-        innovation.fit["held_out"]["continuous"]["mae_vs_teacher"] + 0.005)
-    histories, _, _ = _play(BayesAgent(), HELD_OUT[:5])
-    for history in histories:
-        increments, states = readout.chain(history)
-        assert states.shape == (STEPS_PER_EPISODE, len(FACTORS))
-        assert np.allclose(states[1:], np.clip(np.round(states[:-1] + increments[1:], 2), -0.5, 1.0))
-        texts, beliefs = evidence_steps(readout, history)
-        assert np.array_equal(beliefs, states[:, :len(BELIEF_DIMS)])
-        written = [float(x) for x in texts[5].replace(";", "").split()[1::2]]
-        assert written == [*increments[5], *states[5, len(BELIEF_DIMS):]]
-    stored = readout_from_dict(json.loads(json.dumps(readout.to_dict())))
-    assert all(np.array_equal(stored.chain(h)[1], readout.chain(h)[1]) for h in histories)
-
-
-def test_a_factors_dataset_needs_an_offline_teacher(teacher_weeks, tmp_path):
-    run_teacher(TeacherSettings(), "continuous", range(1200, 1240), tmp_path / "teacher.jsonl")
-    assert main(["dataset", "--jsonl", str(tmp_path / "teacher.jsonl"), "--out", str(tmp_path / "sft"),
-                 "--readout-form", "factors"]) == 0
-    data = datasets.load_from_disk(str(tmp_path / "sft"))
-    assert evidence_readout(data).form == "factors"
-    answer = parse_answer(data["train"][0]["messages"][2]["content"])
-    assert answer.valid and "; sx " in answer.reasoning
-    assert "nine-number running state" in (tmp_path / "sft" / "README.md").read_text()
-    paid = [{**r, "teacher": {**r["teacher"], "backend": "openai"}} for r, _ in teacher_weeks[:40]]
-    with pytest.raises(ValueError, match="the factors read-out replays the offline teachers' inference"):
-        build_sft_dataset(paid, readout_form="factors")

@@ -6,20 +6,20 @@ from __future__ import annotations
 
 from ..env.spec import BELIEF_DIMS
 from ..protocol import format_answer
-from ..teacher.evidence import Readout, evidence_steps
+from ..teacher.evidence import EvidenceReadout, InnovationReadout
 
 
-def episode_answers(record: dict, reasoning: str, readout: Readout | None,
+def episode_answers(record: dict, reasoning: str, readout: EvidenceReadout | InnovationReadout | None,
                     observations: list) -> list[str | None]:
     """Each step's canonical answer (None for a fallback step). Under "evidence" the reasoning is the
     read-out's increment for this step's anomaly and the belief its running sum; the action stays
     the teacher's."""
     if reasoning != "evidence":
         return [_answer(record, step, t, reasoning) for t, step in enumerate(record["steps"])]
-    texts, beliefs = evidence_steps(readout, observations)
+    increments, beliefs = readout.chain(observations)
     answers = []
     for t, step in enumerate(record["steps"]):
-        text = texts[t]
+        text = " ".join(f"{d} {v:+.2f}" for d, v in zip(BELIEF_DIMS, increments[t]))
         parsed = {**(step.get("parsed") or {}), "belief": dict(zip(BELIEF_DIMS, beliefs[t].tolist()))}
         answers.append(_answer(record, {**step, "parsed": parsed}, t, reasoning, text))
     return answers

@@ -187,11 +187,6 @@ def _readout_rows(readout: dict | None) -> list[str]:
                 f"function of the shown anomaly, the previous belief and the step; `rhythm_core.teacher.evidence`), "
                 f"fitted on the {fit.get('fit_steps', '?')} belief changes of the {fit.get('fit_weeks', '?')} "
                 "training-split weeks")
-    elif readout.get("form") == "factors":
-        what = (f"the first three numbers of a nine-number running state (the belief and two contrasts of each "
-                f"dimension's factors), each increment a linear function of the shown anomaly, the previous state "
-                f"and the step, fitted on the Kalman posterior of this offline teacher in the "
-                f"{fit.get('fit_weeks', '?')} training-split weeks (`rhythm_core.teacher.evidence`)")
     else:
         what = (f"the running sum of a linear read-out of this teacher's inference (`rhythm_core.teacher.evidence`), "
                 f"fitted on the {fit.get('fit_weeks', '?')} training-split weeks' last stated beliefs")

@@ -75,7 +75,8 @@ from ..protocol import (
     DatasetFormat,
 )
 from ..teacher.evidence import (
-    Readout,
+    EvidenceReadout,
+    InnovationReadout,
     ReadoutFitError,
     fit_readout,
     readout_from_dict,
@@ -216,7 +217,7 @@ def dataset_format(dataset_dict) -> DatasetFormat:
     return DatasetFormat.from_info(build_info(dataset_dict))
 
 
-def evidence_readout(dataset_dict) -> Readout | None:
+def evidence_readout(dataset_dict) -> EvidenceReadout | InnovationReadout | None:
     """The evidence read-out a dataset's answers were written with (None unless reasoning 'evidence')."""
     data = build_info(dataset_dict).get("evidence_readout")
     return readout_from_dict(data) if data else None

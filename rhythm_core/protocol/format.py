@@ -16,7 +16,7 @@ DEFAULT_PROMPT_FORMAT = "chat_labeled"
 DEFAULT_REASONING = "evidence"
 # The evidence chain's form (teacher/evidence.py): linear in the shown anomaly, or the innovation form
 # that also reads the previous belief and the step (the long preset's).
-READOUT_FORMS = ("linear", "innovation", "factors")
+READOUT_FORMS = ("linear", "innovation")
 DEFAULT_READOUT_FORM = "linear"
 
 

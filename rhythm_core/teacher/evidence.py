@@ -36,8 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..agents.bayes import kalman_update, prior
-from ..env.spec import ACTIONS, BELIEF_DIMS, BELIEF_WEIGHTS, METERS, SLOTS, true_belief
+from ..env.spec import ACTIONS, BELIEF_DIMS, METERS, SLOTS
 from ..protocol.format import READOUT_FORMS
 
 RIDGE = 1e-3  # keeps the weights of rare (action, slot) pairs near 0 instead of fitting noise
@@ -81,21 +80,21 @@ def _features(observations: list, upto: int) -> np.ndarray:
     return sums.reshape(-1)
 
 
-def walk_chain(observations: list, start, increment, lower=0.0, upper=1.0) -> tuple[np.ndarray, np.ndarray]:
-    """Increments and states (T, D) of a chain from `start` (D,): at each step t > 0 the increment is
-    `increment(t, action, anomaly, previous state)` on the grid, and the state the previous plus it,
-    clipped to [lower, upper], on the grid (so a stated belief is exactly the previous one plus the
-    stated increment). The linear and innovation forms' state is the belief."""
-    state = np.round(np.asarray(start, dtype=np.float64), DECIMALS)
-    increments = np.zeros((len(observations), len(state)))
-    states = np.zeros_like(increments)
+def walk_chain(observations: list, start, increment) -> tuple[np.ndarray, np.ndarray]:
+    """Increments and beliefs (T, 3) of a chain from `start`: at each step t > 0 the increment is
+    `increment(t, action, anomaly, previous belief)` on the grid, and the belief the previous plus it,
+    clipped to [0, 1], on the grid (so a stated belief is exactly the previous one plus the stated
+    increment)."""
+    increments = np.zeros((len(observations), len(BELIEF_DIMS)))
+    beliefs = np.zeros_like(increments)
+    belief = np.round(np.asarray(start, dtype=np.float64), DECIMALS)
     for t, obs in enumerate(observations):
         if t > 0:
             action, anomaly = _evidence(obs, t)
-            increments[t] = np.round(increment(t, action, anomaly, state), DECIMALS) + 0.0
-            state = np.round(np.clip(state + increments[t], lower, upper), DECIMALS)
-        states[t] = state
-    return increments, states + 0.0
+            increments[t] = np.round(increment(t, action, anomaly, belief), DECIMALS) + 0.0
+            belief = np.round(np.clip(belief + increments[t], 0.0, 1.0), DECIMALS)
+        beliefs[t] = belief
+    return increments, beliefs + 0.0
 
 
 @dataclass(frozen=True)
@@ -315,145 +314,13 @@ def fit_innovation_readout(fit_weeks: list[tuple[dict, list[dict]]],
     return InnovationReadout(readout.start, readout.coefs, fit)
 
 
-# The factors form's state beyond the belief: per belief dimension, two contrasts of its oriented factors
-# ((g1 - g2) / 2 and (g2 - g3) / 2, centred on 0), named by the dimension's initial.
-CONTRASTS = tuple(f"{d[0]}{k}" for d in BELIEF_DIMS for k in "xy")
-_STATE_LOW = np.array([0.0] * len(BELIEF_DIMS) + [-0.5] * len(CONTRASTS))
-_STATE_HIGH = np.array([1.0] * len(BELIEF_DIMS) + [0.5] * len(CONTRASTS))
-_STATE_CENTRE = np.array([0.5] * len(BELIEF_DIMS) + [0.0] * len(CONTRASTS))
-# backends whose inference is the Bayesian teacher's Kalman posterior over the nine factors
-KALMAN_TEACHERS = ("bayes", "bayes_v3", "search")
-
-
-def factor_state(factors: np.ndarray) -> np.ndarray:
-    """(..., 9) factors -> (..., 9) state: the belief (3), then each dimension's two contrasts."""
-    factors = np.asarray(factors, dtype=np.float64)
-    parts = [true_belief(factors)]
-    for d in range(len(BELIEF_DIMS)):
-        members = np.flatnonzero(BELIEF_WEIGHTS[d])
-        oriented = [factors[..., f] if BELIEF_WEIGHTS[d, f] > 0 else 1.0 - factors[..., f] for f in members]
-        parts.append(np.stack([(oriented[0] - oriented[1]) / 2, (oriented[1] - oriented[2]) / 2], axis=-1))
-    return np.concatenate(parts, axis=-1)
-
-
-def kalman_states(weeks: list[list]) -> np.ndarray:
-    """(N, T, 9) the factor state of the Bayesian teacher's posterior mean (unclipped, as its belief) after
-    each observation of N weeks of T steps (`env.Observation`s): the offline teachers' inference, replayed
-    from what they saw."""
-    mu, cov = prior(len(weeks))
-    states = [factor_state(mu + 0.5)]
-    for t in range(1, len(weeks[0]) if weeks else 0):
-        column = [week[t] for week in weeks]
-        before = np.array([week[t - 1].meters for week in weeks])
-        mu, cov, *_ = kalman_update(mu, cov, before, np.array([ACTIONS.index(o.last_action) for o in column]),
-                                    (t - 1) % len(SLOTS), np.array([o.meters for o in column]),
-                                    np.array([o.anomaly for o in column]))
-        states.append(factor_state(mu + 0.5))
-    return np.stack(states, axis=1)
-
-
-@dataclass(frozen=True)
-class FactorReadout:
-    """The innovation form over nine numbers of state (`factor_state`: the belief and six contrasts),
-    fitted on the Kalman posterior of an offline teacher: start (9,), coefs (A, S, F, 9) over the
-    anomaly, it / t, (state - centre) / t and a constant, and the fit's figures."""
-
-    start: np.ndarray
-    coefs: np.ndarray
-    fit: dict = field(default_factory=dict)
-    form = "factors"
-
-    def increment(self, t: int, action: int, anomaly, state) -> np.ndarray:
-        coef = self.coefs[action, (t - 1) % len(SLOTS)]
-        features = np.concatenate([_shown(anomaly), _shown(anomaly) / t,
-                                   (np.asarray(state, dtype=np.float64) - _STATE_CENTRE) / t, [1.0]])
-        return np.round(features @ coef, DECIMALS) + 0.0
-
-    def chain(self, observations: list) -> tuple[np.ndarray, np.ndarray]:
-        """Increments and states (T, 9); the belief is the state's first three numbers."""
-        return walk_chain(observations, self.start, self.increment, _STATE_LOW, _STATE_HIGH)
-
-    def to_dict(self) -> dict:
-        return {"form": self.form, "start": self.start.tolist(), "coefs": self.coefs.tolist(), "fit": self.fit,
-                "shape": "coefs[action][slot][term][state]", "state": [*BELIEF_DIMS, *CONTRASTS]}
-
-    @classmethod
-    def from_dict(cls, data: dict) -> FactorReadout:
-        return cls(np.asarray(data["start"], dtype=np.float64), np.asarray(data["coefs"], dtype=np.float64),
-                   dict(data.get("fit", {})))
-
-
-def fit_factor_readout(fit_weeks: list[tuple[dict, list]], held_out: list[tuple[dict, list]] = ()) -> FactorReadout:
-    """Fit the factors form on `fit_weeks` of an offline teacher (KALMAN_TEACHERS), as the innovation form
-    but on each step's change of the teacher's nine-number posterior state (replayed by `kalman_states`)."""
-    backends = {record["teacher"].get("backend") for record, _ in fit_weeks}
-    if not fit_weeks or not backends <= set(KALMAN_TEACHERS):
-        raise ReadoutFitError(f"the factors read-out replays the offline teachers' inference ({', '.join(KALMAN_TEACHERS)}); "
-                              f"these weeks are the {', '.join(sorted(map(str, backends))) or 'no'} teacher's")
-    width = 2 * len(METERS) + len(_STATE_CENTRE) + 1
-    rows = [[[] for _ in SLOTS] for _ in ACTIONS]
-    targets = [[[] for _ in SLOTS] for _ in ACTIONS]
-    all_states = kalman_states([observations for _, observations in fit_weeks])
-    for (_record, observations), states in zip(fit_weeks, all_states):
-        for t in range(1, len(observations)):
-            action, anomaly = _evidence(observations[t], t)
-            rows[action][(t - 1) % len(SLOTS)].append(
-                np.concatenate([anomaly, anomaly / t, (states[t - 1] - _STATE_CENTRE) / t, [1.0]]))
-            targets[action][(t - 1) % len(SLOTS)].append(states[t] - states[t - 1])
-    coefs = np.zeros((len(ACTIONS), len(SLOTS), width, len(_STATE_CENTRE)))
-    for a, s in np.ndindex(len(ACTIONS), len(SLOTS)):
-        if rows[a][s]:
-            x, y = np.asarray(rows[a][s]), np.asarray(targets[a][s])
-            coefs[a, s] = np.linalg.solve(x.T @ x + INNOVATION_RIDGE * np.eye(width), x.T @ y)
-    readout = FactorReadout(all_states[:, 0].mean(axis=0), coefs)
-    finals = [stated[1] for stated in map(stated_final_belief, (record for record, _ in fit_weeks)) if stated]
-    constant = np.mean(finals, axis=0) if finals else np.full(len(BELIEF_DIMS), 0.5)
-
-    def quality(weeks) -> dict:
-        errors: dict[str, tuple[list, list]] = {}
-        for record, observations in weeks:
-            stated = stated_final_belief(record)
-            if stated is not None:
-                chained = readout.chain(observations[: stated[0] + 1])[1][-1, :len(BELIEF_DIMS)]
-                own, const = errors.setdefault(record["condition"], ([], []))
-                own.append(np.abs(chained - stated[1]).mean())
-                const.append(np.abs(constant - stated[1]).mean())
-        return {c: {"weeks": len(own), "mae_vs_teacher": round(float(np.mean(own)), 4),
-                    "constant_mae_vs_teacher": round(float(np.mean(const)), 4)}
-                for c, (own, const) in sorted(errors.items())}
-
-    fit = {"form": "factors", "target": "each step's change of the teacher's posterior belief and factor contrasts",
-           "fit_weeks": len(fit_weeks), **_reliability(len(fit_weeks)), "ridge": INNOVATION_RIDGE,
-           "in_sample": quality(fit_weeks), "held_out": quality(held_out) if held_out else {}}
-    return FactorReadout(readout.start, readout.coefs, fit)
-
-
-Readout = EvidenceReadout | InnovationReadout | FactorReadout
-_FITS = {"linear": fit_evidence_readout, "innovation": fit_innovation_readout, "factors": fit_factor_readout}
-_FORMS = {"linear": EvidenceReadout, "innovation": InnovationReadout, "factors": FactorReadout}
-
-
-def fit_readout(form: str, fit_weeks, held_out=()) -> Readout:
+def fit_readout(form: str, fit_weeks, held_out=()) -> EvidenceReadout | InnovationReadout:
     """The read-out of `form` (READOUT_FORMS) fitted on the weeks."""
     if form not in READOUT_FORMS:
         raise ValueError(f"unknown readout_form {form!r}; allowed: {', '.join(READOUT_FORMS)}")
-    return _FITS[form](fit_weeks, held_out)
+    return (fit_evidence_readout if form == "linear" else fit_innovation_readout)(fit_weeks, held_out)
 
 
-def readout_from_dict(data: dict) -> Readout:
-    """A stored read-out (`to_dict`) of any form; one written before forms were recorded is linear."""
-    return _FORMS[data.get("form", "linear")].from_dict(data)
-
-
-def evidence_steps(readout: Readout, observations: list) -> tuple[list[str], np.ndarray]:
-    """Each step's evidence text and belief (T, 3) of a week: the increment of every number of the
-    chain's state, named, then (factors form) the contrasts' running values."""
-    increments, states = readout.chain(observations)
-    names = [*BELIEF_DIMS, *CONTRASTS][: states.shape[1]]
-    texts = []
-    for t in range(len(states)):
-        text = " ".join(f"{n} {v:+.2f}" for n, v in zip(names, increments[t]))
-        if states.shape[1] > len(BELIEF_DIMS):
-            text += "; " + " ".join(f"{n} {v:+.2f}" for n, v in zip(CONTRASTS, states[t, len(BELIEF_DIMS):]))
-        texts.append(text)
-    return texts, states[:, :len(BELIEF_DIMS)]
+def readout_from_dict(data: dict) -> EvidenceReadout | InnovationReadout:
+    """A stored read-out (`to_dict`) of either form; one written before forms were recorded is linear."""
+    return (InnovationReadout if data.get("form") == "innovation" else EvidenceReadout).from_dict(data)
