@@ -9,9 +9,9 @@ changes, walked on the 2-decimal grid from the student's point of view) are fitt
 teacher's stated belief (3 numbers, the product's), `chain9` on its posterior mean of the 9 factors,
 the belief then being the profile's fixed mapping of them. Per condition and quarter of within-
 dimension factor disagreement (`ood_disagreement.disagreement`) it prints the final-belief MAE from
-the person of the teacher and of each chain under the teacher's actions. `--act` then plays the search teacher
-acting on a chain's state instead of its posterior (what a student that follows the chain and acts
-as its teacher would can reach): on the posterior's belief (3 numbers, each mapped to the prior's
+the person of the teacher and of each chain under the teacher's actions. `--act` then plays the
+search teacher acting on a chain's state instead of its posterior (what a student that follows the
+chain and acts as its teacher would can reach): on the posterior's belief (3 numbers, each mapped to the prior's
 expected factors given it), on chain3's, and on chain9's factors; per condition its v3 score, the
 paired difference from the teacher, the part of it that is not the belief's (actions), and the most
 disagreeing quarter's. Prints figures; asserts nothing.
@@ -135,7 +135,13 @@ class ChainActing(SearchAgent):
         return self._belief(), super().belief()[1]
 
 
+def _se(x: np.ndarray) -> float:
+    return x.std(ddof=1) / np.sqrt(len(x))
+
+
 def acting(chains: dict, condition: str, seeds: np.ndarray, top: np.ndarray) -> None:
+    """Print the search teacher's row and, paired with it, each player acting on a chain's state (`top`:
+    the most disagreeing quarter's weeks)."""
     grader = get_grader("v3")
     reference = None
     for agent in [SearchAgent(), ChainActing("belief3"), *(ChainActing(k, c) for k, c in chains.items())]:
@@ -144,12 +150,8 @@ def acting(chains: dict, condition: str, seeds: np.ndarray, top: np.ndarray) -> 
             reference = scores, components["belief_skill"]
         delta = scores - reference[0]
         actions = delta - grader.weights["belief_skill"] * (components["belief_skill"] - reference[1])
-
-        def se(x):
-            return x.std(ddof=1) / np.sqrt(len(x))
-
-        print(f"| {condition} | {agent.name} | {scores.mean():.4f} | {delta.mean():+.4f} ± {se(delta):.4f} | "
-              f"{actions.mean():+.4f} ± {se(actions):.4f} | {delta[top].mean():+.4f} | {actions[top].mean():+.4f} |")
+        print(f"| {condition} | {agent.name} | {scores.mean():.4f} | {delta.mean():+.4f} ± {_se(delta):.4f} | "
+              f"{actions.mean():+.4f} ± {_se(actions):.4f} | {delta[top].mean():+.4f} | {actions[top].mean():+.4f} |")
 
 
 def main(argv=None) -> None:
