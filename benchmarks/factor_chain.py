@@ -81,14 +81,18 @@ def fit(week: dict, key: str) -> tuple[np.ndarray, np.ndarray]:
     return state[:, 0].mean(axis=0), coefs
 
 
+def chain_step(chain, state: np.ndarray, t: int, action: int, anomaly: np.ndarray) -> np.ndarray:
+    """The chain's state after step t's (action, anomaly), on the 2-decimal grid, as a student writes it."""
+    increment = np.round(_features(anomaly, state, t) @ chain[1][action, (t - 1) % len(SLOTS)], 2)
+    return np.round(np.clip(state + increment, 0.0, 1.0), 2)
+
+
 def final_beliefs(chain, week: dict, to_belief) -> np.ndarray:
-    start, coefs = chain
     out = np.zeros((len(week["truth"]), 3))
     for i in range(len(out)):
-        state = np.round(start, 2)
+        state = np.round(chain[0], 2)
         for t in range(1, STEPS_PER_EPISODE):
-            increment = np.round(_features(week["anomaly"][i, t], state, t) @ coefs[week["action"][i, t], (t - 1) % 4], 2)
-            state = np.round(np.clip(state + increment, 0.0, 1.0), 2)
+            state = chain_step(chain, state, t, week["action"][i, t], week["anomaly"][i, t])
         out[i] = to_belief(state)
     return out
 
@@ -117,11 +121,8 @@ class ChainActing(SearchAgent):
         super()._update(obs)
         if self.chain is None or obs.step == 0:
             return
-        t, coefs = obs.step, self.chain[1]
         for i in range(len(self.state)):
-            action, anomaly = _evidence(obs.item(i), t)
-            increment = np.round(_features(anomaly, self.state[i], t) @ coefs[action, (t - 1) % len(SLOTS)], 2)
-            self.state[i] = np.round(np.clip(self.state[i] + increment, 0.0, 1.0), 2)
+            self.state[i] = chain_step(self.chain, self.state[i], obs.step, *_evidence(obs.item(i), obs.step))
 
     def _belief(self) -> np.ndarray:
         if self.kind == "belief3":

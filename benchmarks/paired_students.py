@@ -93,6 +93,9 @@ def main(argv=None) -> None:
     a, b = _students(args.a), _students(args.b)
     if len(a) != len(b) or not a:
         raise SystemExit("--a and --b need the same number of students, at least one")
+    names = [name for name, _ in a + b]
+    if len(set(names)) != len(names) or args.reference in names:
+        raise SystemExit(f"every student needs a name of its own, other than the reference's: got {', '.join(names)}")
 
     from rhythm_core.env.conditions import parse_seeds
     from rhythm_core.evaluation.rollouts import evaluation_window
