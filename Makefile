@@ -69,7 +69,7 @@ test-slow: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/env_throughput.py
 
-# Before paying for GPU time: every GPU stage on a 3B-shaped student, ~6 minutes on one CUDA GPU
+# Before paying for GPU time: every GPU stage on a 3B-shaped student, ~8 minutes on one CUDA GPU
 # (a CUDA build of torch: `make TORCH_SPEC=torch install`); `--smoke` is its CPU form.
 gpu-check: $(STAMP)
 	$(BIN)/python benchmarks/gpu_check.py --out gpu_check.json

@@ -2,7 +2,7 @@
 Qwen2.5-3B-shaped student and the demo's tiny student, offline (nothing is downloaded), each stage
 in a process of its own under a time budget. Figures go to a JSON file as each stage ends.
 
-    make gpu-check                                    # one CUDA GPU, ~6 minutes: gpu_check.json
+    make gpu-check                                    # one CUDA GPU, ~8 minutes: gpu_check.json
     python benchmarks/gpu_check.py --smoke            # the CPU form: tiny shapes, about a minute
 
 Stages (each needs the ones before it that it names):
@@ -12,7 +12,8 @@ Stages (each needs the ones before it that it names):
   grpo      GRPO at the published settings (8 completions in micro-batches of 2, 2 steps, 12-token
             completions) and its gate on 4 held-out weeks: s/step, the gate's time
   play      the SFT student on 8 weeks x 28 turns at 12 new tokens, as evaluation plays it, then with the
-            prompt cache switched and (CUDA) with cuDNN's attention: seconds, and seconds outside generate
+            prompt cache off, with it held within 0.5 GiB and (CUDA) with cuDNN's attention: seconds,
+            seconds outside generate, peak memory per variant
   tiny      the demo's tiny SFT (600 + 240 steps) and GRPO with its gate (64 weeks)
 Every stage records its peak memory (CUDA: allocated and reserved; CPU: the process's peak RSS) and,
 on CUDA, whether it fits an A10G (24 GB: 21.5 GiB reserved leaves room for the CUDA context).
@@ -29,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -40,7 +42,7 @@ sys.path.insert(0, str(ROOT))  # rhythm_core, and the Qwen2 stand-in under tests
 STAGES = {
     "prepare": ((), 150, 600),
     "lora_sft": (("prepare",), 120, 600),
-    "grpo": (("lora_sft",), 200, 600),
+    "grpo": (("lora_sft",), 300, 600),  # 177 s on an H200, 123 s of it the gate
     "play": (("lora_sft",), 150, 600),
     "tiny": (("prepare",), 150, 600),
 }
@@ -90,6 +92,22 @@ def stage_prepare(work: Path, smoke: bool, device: str) -> dict:
     return figures
 
 
+class StepClock:
+    """`on_log` for a run logging every step: the seconds between successive training logs, i.e. each
+    step's time after the first (whose time holds the warm-up: kernel choice, compilation)."""
+
+    def __init__(self):
+        self.stamps: list[float] = []
+
+    def __call__(self, entry: dict) -> None:
+        if "loss" in entry:
+            self.stamps.append(time.perf_counter())
+
+    def figures(self) -> dict:
+        gaps = sorted(b - a for a, b in zip(self.stamps, self.stamps[1:]))
+        return {"s_per_step_after_first": round(gaps[len(gaps) // 2], 3) if gaps else None}
+
+
 def _log_history(out: Path) -> list[dict]:
     return json.loads((out / "metrics.json").read_text()).get("log_history", [])
 
@@ -102,11 +120,11 @@ def stage_lora_sft(work: Path, smoke: bool, device: str) -> dict:
     config = SFTRunConfig(**{**PRESETS["published"]["sft"], "base_model": prepared["base"],
                              "max_steps": sizes(smoke)["sft_steps"], "eval_examples": 8, "logging_steps": 1,
                              "report_to": "none"})
-    out = work / "lora_sft"
-    result = run_sft(config, prepared["qwen_dataset"], out)
+    out, clock = work / "lora_sft", StepClock()
+    result = run_sft(config, prepared["qwen_dataset"], out, on_log=clock)
     tokens = max((e.get("num_tokens", 0) for e in _log_history(out)), default=0)
     return {"model_dir": result["model_dir"], "steps": result["steps"], "train_s": result["train_s"],
-            "s_per_step": round(result["train_s"] / max(result["steps"], 1), 3),
+            "s_per_step": round(result["train_s"] / max(result["steps"], 1), 3), **clock.figures(),
             "tokens_per_s": round(tokens / result["train_s"], 1) if tokens else None,
             "sequences_per_step": config.per_device_train_batch_size * config.gradient_accumulation_steps,
             "longest_conversation_tokens": result["longest_conversation_tokens"],
@@ -124,13 +142,15 @@ def stage_grpo(work: Path, smoke: bool, device: str) -> dict:
     if smoke:  # 4 completions a step in micro-batches of 2
         overrides.update(per_device_train_batch_size=2, gradient_accumulation_steps=2, num_generations=2)
     config = GRPORunConfig(**{**PRESETS["published"]["grpo"], **overrides})
-    out = work / "grpo"
-    result = run_grpo(config, _read(work, "prepare")["qwen_dataset"], _read(work, "lora_sft")["model_dir"], out)
+    out, clock = work / "grpo", StepClock()
+    result = run_grpo(config, _read(work, "prepare")["qwen_dataset"], _read(work, "lora_sft")["model_dir"], out,
+                      on_log=clock)
     runtime = next((e["train_runtime"] for e in _log_history(out) if "train_runtime" in e), None)
     gate = result.get("validation", {})
     return {"steps": result["steps"], "completions_per_step": config.completions_per_step,
             "micro_batch": config.per_device_train_batch_size, "max_completion_length": config.max_completion_length,
             "train_s": runtime, "s_per_step": round(runtime / max(result["steps"], 1), 3) if runtime else None,
+            **clock.figures(),
             "gate_weeks": gate.get("weeks"), "gate_s": gate.get("wall_s"), "gate_difference": gate.get("difference"),
             "generation_attention": result["speedups"].get("generation_attention"), "wall_s": result["wall_s"]}
 
@@ -154,35 +174,40 @@ def _timed_generate(model, clock: dict):
 
 
 def stage_play(work: Path, smoke: bool, device: str) -> dict:
+    from unittest import mock
+
     import numpy as np
 
     from rhythm_core.evaluation.rollouts import play_records
+    from rhythm_core.training import policy
     from rhythm_core.training.generation import CUDNN_ATTENTION_ENV, SamplingConfig, attention_backend
     from rhythm_core.training.models import load_model_and_tokenizer
     from rhythm_core.training.policy import LLMPolicyAgent
-    from rhythm_core.training.prompt_cache import prompt_cache_pays
 
     size = sizes(smoke)
     model_dir = _read(work, "lora_sft")["model_dir"]
     model, tokenizer = load_model_and_tokenizer(model_dir)
     clock = {"generate_s": 0.0, "calls": 0}
     _timed_generate(model, clock)
-    default_cache = prompt_cache_pays(model)
-    variants = [("default", default_cache, False), ("prompt cache " + ("off" if default_cache else "on"),
-                                                     not default_cache, False)]
+    # (name, prompt cache, its byte budget where not the product's, cuDNN's attention)
+    variants = [("default", True, None, False), ("prompt cache off", False, None, False),
+                ("prompt cache within 1 MiB" if smoke else "prompt cache within 0.5 GiB", True,
+                 2**20 if smoke else 2**29, False)]
     if device == "cuda":
-        variants.append(("cuDNN attention on", default_cache, True))
+        variants.append(("cuDNN attention on", True, None, True))
     seeds = np.arange(size["play_weeks"])
     figures, first_actions = {"weeks": len(seeds), "turns": 28, "new_tokens": size["new_tokens"]}, None
-    for name, cache, cudnn in variants:
+    for name, cache, budget, cudnn in variants:
         os.environ.pop(CUDNN_ATTENTION_ENV, None)
         if cudnn:
             os.environ[CUDNN_ATTENTION_ENV] = "1"
+        _reset_peak_memory(device)
         agent = LLMPolicyAgent.from_checkpoint(model_dir, loaded=(model, tokenizer), reuse_prompt_cache=cache,
                                                sampling=SamplingConfig(max_new_tokens=size["new_tokens"]))
         clock.update(generate_s=0.0, calls=0)
         started = time.perf_counter()
-        records = play_records(agent, "continuous", seeds, {"backend": "checkpoint", "model": model_dir, "id": name})
+        with mock.patch.object(policy, "prompt_cache_budget", lambda model, b=budget: b) if budget else nullcontext():
+            records = play_records(agent, "continuous", seeds, {"backend": "checkpoint", "model": model_dir, "id": name})
         wall = time.perf_counter() - started
         actions = [step["action"] for record in records for step in record["steps"]]
         first_actions = first_actions or actions
@@ -190,11 +215,32 @@ def stage_play(work: Path, smoke: bool, device: str) -> dict:
                          "attention": attention_backend(device), "wall_s": round(wall, 2),
                          "generate_s": round(clock["generate_s"], 2), "generate_calls": clock["calls"],
                          "outside_generate_s": round(wall - clock["generate_s"], 2),
-                         "same_actions_as_default": actions == first_actions}
+                         "same_actions_as_default": actions == first_actions, **peak_memory(device)}
         if agent.prompt_cache is not None:
-            figures[name]["prompt_tokens_reused"] = round(agent.prompt_cache.reused_fraction, 3)
+            figures[name].update(prompt_tokens_reused=round(agent.prompt_cache.reused_fraction, 3),
+                                 cache_budget_mib=None if agent.prompt_cache.max_bytes is None
+                                 else round(agent.prompt_cache.max_bytes / 2**20, 1),
+                                 cache_overflowed=agent.prompt_cache.overflowed)
+        del agent
     os.environ.pop(CUDNN_ATTENTION_ENV, None)
+    if device == "cuda":  # the stage's peak: its most demanding variant's
+        played = [v for v in figures.values() if isinstance(v, dict)]
+        figures.update(peak_allocated_gib=max(v["peak_allocated_gib"] for v in played),
+                       peak_reserved_gib=max(v["peak_reserved_gib"] for v in played))
+        figures["fits_a10g_24gb"] = figures["peak_reserved_gib"] <= A10G_RESERVED_GIB
     return figures
+
+
+def _reset_peak_memory(device: str) -> None:
+    """Start a new peak (CUDA: the allocator's cached blocks given back too, so the next peak is its own)."""
+    if device == "cuda":
+        import gc
+
+        import torch
+
+        gc.collect()
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
 
 
 def stage_tiny(work: Path, smoke: bool, device: str) -> dict:
@@ -240,7 +286,7 @@ def run_one_stage(name: str, work: Path, smoke: bool) -> None:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     started = time.perf_counter()
     figures = globals()[f"stage_{name}"](work, smoke, device)
-    figures.update(stage_s=round(time.perf_counter() - started, 1), **peak_memory(device))
+    figures = {**peak_memory(device), **figures, "stage_s": round(time.perf_counter() - started, 1)}
     (work / f"{name}.json").write_text(json.dumps(_finite(figures), indent=2, default=str) + "\n")
 
 

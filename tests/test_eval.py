@@ -20,6 +20,21 @@ from rhythm_core.training.policy import LLMPolicyAgent
 SEEDS = {"continuous": "0-3", "ood": "10000-10001", "discrete3": "20000-20002"}
 
 
+def heuristic_histories(weeks: int, steps: int) -> list[list]:
+    """The observations of `weeks` continuous weeks (seeds 0..) played `steps` steps by the heuristic."""
+    from rhythm_core.agents import get_agent
+
+    env, heuristic = VectorRhythmEnv("continuous"), get_agent("heuristic")
+    obs, _ = env.reset(np.arange(weeks))
+    heuristic.reset(env)
+    histories = [[obs.item(n)] for n in range(weeks)]
+    for _ in range(steps):
+        obs, *_ = env.step(heuristic.act(obs).actions)
+        for n in range(weeks):
+            histories[n].append(obs.item(n))
+    return histories
+
+
 def test_lockstep_batched_equals_sequential_for_greedy_decoding(sft_result):
     agent = LLMPolicyAgent.from_checkpoint(sft_result[0]["model_dir"], sampling=SamplingConfig(max_new_tokens=96))
     seeds = [0, 1, 2, 3, 4, 5]
@@ -33,20 +48,12 @@ def test_lockstep_batched_equals_sequential_for_greedy_decoding(sft_result):
 def test_prompt_cache_reuses_shared_prefixes_without_changing_answers(sft_result):
     """Rows of different lengths, one that extends its last prompt, one that goes back in the week,
     one never seen (3): reusing cached prefixes gives the answers of a fresh batched generate."""
-    from rhythm_core.agents import get_agent
     from rhythm_core.protocol import render_messages
     from rhythm_core.training.generation import generate_answers
     from rhythm_core.training.prompt_cache import PromptCache
 
     agent = LLMPolicyAgent.from_checkpoint(sft_result[0]["model_dir"], sampling=SamplingConfig(max_new_tokens=64))
-    env, heuristic = VectorRhythmEnv("continuous"), get_agent("heuristic")
-    obs, _ = env.reset(np.array([0, 1, 2, 3]))
-    heuristic.reset(env)
-    histories = [[obs.item(n)] for n in range(4)]
-    for _ in range(10):
-        obs, *_ = env.step(heuristic.act(obs).actions)
-        for n in range(4):
-            histories[n].append(obs.item(n))
+    histories = heuristic_histories(4, 10)
 
     def conversations(lengths):
         return [render_messages(h[:k], variant=agent.variant) for h, k in zip(histories, lengths)]
@@ -63,24 +70,44 @@ def test_prompt_cache_reuses_shared_prefixes_without_changing_answers(sft_result
     assert cache.reused_tokens > 0.75 * extended  # the two rows that moved on came mostly from the cache
 
 
+def test_a_prompt_cache_past_its_byte_budget_lets_go_of_everything_and_keeps_the_answers(sft_result):
+    """On a GPU the cache holds only what its budget allows: within it every conversation reuses its
+    states; past it the cache holds nothing from then on (caching some rows would split each turn
+    into two calls), and every answer is the one of a plain generate either way."""
+    from rhythm_core.protocol import render_messages
+    from rhythm_core.training.generation import generate_answers
+    from rhythm_core.training.prompt_cache import PromptCache
+
+    agent = LLMPolicyAgent.from_checkpoint(sft_result[0]["model_dir"], sampling=SamplingConfig(max_new_tokens=48))
+    histories = heuristic_histories(4, 6)
+
+    def answers(step, cache=None):
+        conversations = [render_messages(h[:step], variant=agent.variant) for h in histories]
+        return generate_answers(agent.model, agent.tokenizer, conversations, agent.sampling, prompt_cache=cache)
+
+    unbounded = PromptCache()
+    answers(3, unbounded)
+    at_step_3 = unbounded.held_bytes
+    roomy, tight = PromptCache(max_bytes=4 * at_step_3), PromptCache(max_bytes=int(1.05 * at_step_3))
+    for step in (3, 5, 7):
+        plain = answers(step)
+        assert answers(step, roomy) == plain and answers(step, tight) == plain
+        assert roomy.held_bytes <= roomy.max_bytes
+    assert not roomy.overflowed and sorted(roomy.ids) == [0, 1, 2, 3] and roomy.reused_fraction > 0.3
+    assert tight.overflowed and not tight.ids and tight.held_bytes == 0  # past it at step 5, for good
+    assert 0 < tight.reused_tokens < roomy.reused_tokens
+
+
 def test_rows_that_share_a_conversation_run_its_prefix_once_with_the_same_answers(sft_result):
     """GRPO's reward finishes many weeks that share a conversation up to the sampled answer: with
     nothing cached, their common prefix is run once (share_prefixes) and the answers are those of a
     plain batched generate."""
-    from rhythm_core.agents import get_agent
     from rhythm_core.protocol import render_messages
     from rhythm_core.training.generation import generate_answers
     from rhythm_core.training.prompt_cache import PromptCache
 
     agent = LLMPolicyAgent.from_checkpoint(sft_result[0]["model_dir"], sampling=SamplingConfig(max_new_tokens=64))
-    env, heuristic = VectorRhythmEnv("continuous"), get_agent("heuristic")
-    obs, _ = env.reset(np.array([0, 1]))
-    heuristic.reset(env)
-    histories = [[obs.item(n)] for n in range(2)]
-    for _ in range(8):
-        obs, *_ = env.step(heuristic.act(obs).actions)
-        for n in range(2):
-            histories[n].append(obs.item(n))
+    histories = heuristic_histories(2, 8)
     # three rows end after 8 shared steps of week 0 with different last steps (from week 0 and 1), one
     # is week 1's own, one is week 0 cut short
     conversations = [render_messages(histories[0][:8] + [histories[k][8]], variant=agent.variant)

@@ -22,15 +22,20 @@ def test_the_gpu_checks_cpu_form_runs_every_stage_and_records_its_figures(tmp_pa
     assert list(stages) == ["prepare", "lora_sft", "grpo", "play", "tiny"]
     assert all(stage["status"] == "ok" and stage["peak_rss_gib"] > 0 for stage in stages.values())
     assert stages["lora_sft"]["s_per_step"] > 0 and stages["lora_sft"]["tokens_per_s"] > 0
+    assert stages["lora_sft"]["s_per_step_after_first"] > 0  # two steps: one gap between their logs
     assert stages["grpo"]["completions_per_step"] == 4 and stages["grpo"]["micro_batch"] == 2
     assert stages["grpo"]["gate_weeks"] >= 1 and stages["grpo"]["s_per_step"] > 0
     play = stages["play"]
-    assert play["default"]["prompt_cache"] and not play["prompt cache off"]["prompt_cache"]  # the CPU's default
+    assert play["default"]["prompt_cache"] and not play["prompt cache off"]["prompt_cache"]
+    assert play["default"]["cache_budget_mib"] is None  # the CPU's cache is unbounded
     for variant in ("default", "prompt cache off"):
         figures = play[variant]
         assert figures["generate_calls"] == 28  # one batched call per turn of the week
         assert 0 <= figures["outside_generate_s"] <= figures["wall_s"]
         assert figures["same_actions_as_default"]
+    capped = play["prompt cache within 1 MiB"]  # a GPU's budget, shrunk until the week overflows it
+    assert capped["cache_overflowed"] and capped["same_actions_as_default"]
+    assert 0 < capped["prompt_tokens_reused"] < play["default"]["prompt_tokens_reused"]
     assert stages["tiny"]["sft_steps"] == 6 and stages["tiny"]["gate_weeks"] >= 1
     assert "every stage finished" in done.stdout
 

@@ -60,11 +60,16 @@ def test_sft_asks_for_master_weights_only_when_it_trains_every_parameter(short_d
     assert asked == [{"for_training": True, "full_parameters": True}, {"for_training": True, "full_parameters": False}]
 
 
-def test_the_prompt_cache_is_on_for_the_cpu_and_off_for_a_cuda_gpu():
-    from rhythm_core.training.prompt_cache import prompt_cache_pays
+def test_the_prompt_cache_is_unbounded_on_the_cpu_and_holds_a_quarter_of_a_cuda_gpus_free_memory(monkeypatch):
+    """A 3B student's prompt states for 100 weeks (14-18 GiB) would not fit a 24 GB GPU beside its
+    weights: on CUDA the cache keeps what a quarter of the free memory holds."""
+    import torch
 
-    assert prompt_cache_pays(SimpleNamespace(device=SimpleNamespace(type="cpu")))
-    assert not prompt_cache_pays(SimpleNamespace(device=SimpleNamespace(type="cuda")))
+    from rhythm_core.training.prompt_cache import prompt_cache_budget
+
+    assert prompt_cache_budget(SimpleNamespace(device=torch.device("cpu"))) is None
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (16 * 2**30, 24 * 2**30))
+    assert prompt_cache_budget(SimpleNamespace(device=torch.device("cuda"))) == 4 * 2**30
 
 
 def test_generation_on_cuda_runs_without_cudnn_attention_unless_asked(monkeypatch):

@@ -9,7 +9,6 @@ from ..artifacts import files_digest, publish_dir, sha256_file, staging, verify_
 from ..env.spec import ENV_VERSION
 from ..protocol import DEFAULT_PROMPT_FORMAT, DEFAULT_READOUT_FORM, DEFAULT_REASONING
 from ..teacher.trajectories import read_trajectories
-from .reeval_report import reeval_records, teacher_beats_heuristic, write_report
 
 
 def reeval_stage(trajectories_path, grader: str, root, *, compare_grader: str = "v2",
@@ -17,6 +16,8 @@ def reeval_stage(trajectories_path, grader: str, root, *, compare_grader: str = 
     """Re-grade the teacher's episodes and baselines on the same seeds; publish parquet + JSON + md.
     The episodes are checked against their artifact's record first (and `files_digest_recorded`,
     what their materialization recorded)."""
+    from .reeval_report import reeval_records, teacher_beats_heuristic, write_report  # polars: only the report needs it
+
     verify_artifact(trajectories_path, files_digest_recorded)
     records = read_trajectories(trajectories_path, allow_truncated_tail=False).records
     report = reeval_records(records, grader, compare_grader=compare_grader)
@@ -48,7 +49,6 @@ def dataset_stage(trajectories: dict, root, *, filter: str = "none", filter_grad
     seed under `filter_grader` — a fixed choice of the dataset's config, not the active grader, so a
     grader switch never changes training data (nor, through it, any checkpoint).
     """
-    from .reeval_report import seeds_where_teacher_beats_heuristic
     from .sft_dataset import (
         build_sft_dataset,
         content_hash,
@@ -61,7 +61,11 @@ def dataset_stage(trajectories: dict, root, *, filter: str = "none", filter_grad
         raise ValueError(f"unknown dataset filter {filter!r}; allowed: {', '.join(DATASET_FILTERS)}")
     verify_artifact(trajectories["path"], trajectories.get("files_digest"))
     records = read_trajectories(trajectories["path"], allow_truncated_tail=False).records
-    keep = seeds_where_teacher_beats_heuristic(records, filter_grader) if filter == "beat_heuristic" else None
+    keep = None
+    if filter == "beat_heuristic":
+        from .reeval_report import seeds_where_teacher_beats_heuristic
+
+        keep = seeds_where_teacher_beats_heuristic(records, filter_grader)
     dataset = build_sft_dataset(records, validation_fraction=validation_fraction, keep_seeds=keep, seed=split_seed,
                                 prompt_format=prompt_format or DEFAULT_PROMPT_FORMAT,
                                 reasoning=reasoning or DEFAULT_REASONING,

@@ -45,12 +45,12 @@ def play_students(config: dict, checkpoints: dict[str, str], out, *, on_log: Cal
 
 def generation_settings() -> dict:
     """How the students generated here: the attention kernels and whether prompt states were reused
-    (the default follows the device: training/prompt_cache.prompt_cache_pays)."""
+    (always where the model allows it; on CUDA within training/prompt_cache.prompt_cache_budget)."""
     from ..training.generation import attention_backend
     from ..training.models import device_name
 
     device = device_name()
-    return {"device": device, "attention": attention_backend(device), "prompt_cache": device != "cuda"}
+    return {"device": device, "attention": attention_backend(device), "prompt_cache": True}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,7 +24,7 @@ from ..protocol import (
 )
 from .generation import SamplingConfig, generate_answers
 from .models import checkpoint_info, load_model_and_tokenizer
-from .prompt_cache import PromptCache, prompt_cache_pays, supports_prompt_cache
+from .prompt_cache import PromptCache, prompt_cache_budget, supports_prompt_cache
 from .prompt_tokens import ConversationTokens, extends_by_message
 
 
@@ -35,13 +35,11 @@ class LLMPolicyAgent(Agent):
 
     def __init__(self, model, tokenizer, *, sampling: SamplingConfig | None = None, variant: str = "full",
                  prompt_format: str = "table", name: str = "student", batch_size: int = 64,
-                 reuse_prompt_cache: bool | None = None):
+                 reuse_prompt_cache: bool = True):
         self.model, self.tokenizer = model, tokenizer
         self.sampling = sampling or SamplingConfig()
         self.variant, self.prompt_format, self.name, self.batch_size = variant, prompt_format, name, batch_size
         # Each step's prompt extends the last one, so its shared prefix need not be run again.
-        if reuse_prompt_cache is None:
-            reuse_prompt_cache = prompt_cache_pays(model)
         self.reuse_prompt_cache = reuse_prompt_cache and supports_prompt_cache(model)
         self.prompt_cache: PromptCache | None = None
         self.tokenize_by_message = prompt_format in CHAT_FORMATS and extends_by_message(tokenizer)
@@ -71,7 +69,7 @@ class LLMPolicyAgent(Agent):
         self.beliefs = np.full((n, len(BELIEF_DIMS)), np.nan)
         self.last_messages: list[list[dict]] = []
         self.last_parsed: list = []
-        self.prompt_cache = PromptCache() if self.reuse_prompt_cache else None
+        self.prompt_cache = PromptCache(max_bytes=prompt_cache_budget(self.model)) if self.reuse_prompt_cache else None
         self.conversations: list[list[dict]] = [[] for _ in range(n)]  # chat formats: each episode's, so far
         self.tokens = ConversationTokens(self.tokenizer, n) if self.tokenize_by_message else None
 

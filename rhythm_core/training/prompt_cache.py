@@ -42,12 +42,18 @@ def supports_prompt_cache(model) -> bool:
     return configured in (None, "dynamic") and bool(layers) and all(type(layer) is DynamicLayer for layer in layers)
 
 
-def prompt_cache_pays(model) -> bool:
-    """Whether reusing prompt states is the default for `model`: on the CPU, where prefill is most of
-    a turn; not on a CUDA GPU, where recomputing a ~1.4k-token prompt costs less than the cache's copies
-    (8 weeks x 28 turns of a 3B model on an H200: 43.7 s with it, 41.2 s without) and a 3B model's
-    cache for 100 weeks (36 KiB a token, 14-18 GiB at a week's end) would not fit a 24 GB GPU."""
-    return getattr(getattr(model, "device", None), "type", "cpu") != "cuda"
+def prompt_cache_budget(model, share: float = 0.25) -> int | None:
+    """The bytes of prompt states a `PromptCache` may hold for `model`: on a CUDA GPU `share` of its
+    free memory (a 3B student's states are 36 KiB a token, 14-18 GiB for 100 week-long
+    conversations, which a 24 GB GPU cannot hold beside its weights); None (no bound) on the CPU.
+    On an H200, 8 weeks x 28 turns of a 3B student took 11.5-14.7 s with the cache and 17.7-18.2 s
+    without (benchmarks/README.md, "The GPU path")."""
+    if getattr(getattr(model, "device", None), "type", "cpu") != "cuda":
+        return None
+    import torch
+
+    free, _ = torch.cuda.mem_get_info(model.device)
+    return int(share * free)
 
 
 # Shorter shared prefixes (the system prompt every week starts with) are not worth a forward pass.
@@ -94,11 +100,34 @@ class PromptCache:
     states: dict[int, list[tuple]] = field(default_factory=dict, repr=False)
     reused_tokens: int = 0  # prompt tokens served from the cache so far
     computed_tokens: int = 0  # prompt tokens the model had to run (padding excluded)
+    # At most this many bytes of states are held (None: no bound). Past it the cache lets go of every
+    # conversation for good: on a GPU a call costs its decode steps whatever its rows, so caching some
+    # rows (two calls a turn) is slower than caching none (benchmarks/README.md, "The GPU path").
+    # States shared by several conversations (share_prefixes) count once for each: the safe side.
+    max_bytes: int | None = None
+    held_bytes: int = 0
+    overflowed: bool = False
+    _bytes: dict[int, int] = field(default_factory=dict, repr=False)
 
     @property
     def reused_fraction(self) -> float:
         """Share of all prompt tokens so far that came from the cache."""
         return self.reused_tokens / max(self.reused_tokens + self.computed_tokens, 1)
+
+    def _keep(self, key: int, ids: list[int], states: list[tuple]) -> None:
+        """Hold `states` as conversation `key`'s, unless they take the cache past `max_bytes`: then
+        it holds nothing, now and from then on."""
+        if self.overflowed:
+            return
+        size = sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in states)
+        held = self.held_bytes - self._bytes.get(key, 0) + size
+        if self.max_bytes is not None and held > self.max_bytes:
+            for entries in (self.ids, self.states, self._bytes):
+                entries.clear()
+            self.held_bytes, self.overflowed = 0, True
+            return
+        self.ids[key], self.states[key], self._bytes[key] = list(ids), states, size
+        self.held_bytes = held
 
     def share_prefixes(self, model, keys: list[int], rows: list[list[int]], min_tokens: int = SHARED_PREFIX_MIN) -> int:
         """Rows with nothing cached that begin with the same `min_tokens` or more tokens (the weeks
@@ -107,6 +136,8 @@ class PromptCache:
         `generate`. Returns the tokens this saved."""
         import torch
 
+        if self.overflowed:
+            return 0
         fresh = sorted((ids, key) for key, ids in zip(keys, rows) if key not in self.ids)
         saved = 0
         for shared, members in _prefix_groups([ids for ids, _ in fresh], min_tokens):
@@ -115,7 +146,7 @@ class PromptCache:
                 out = model(input_ids=torch.tensor([prefix], device=model.device), use_cache=True)
             states = [(layer.keys[0], layer.values[0]) for layer in out.cache.layers]
             for m in members:  # shared, read-only: store() replaces an entry, never writes into it
-                self.ids[fresh[m][1]], self.states[fresh[m][1]] = list(prefix), states
+                self._keep(fresh[m][1], prefix, states)
             self.computed_tokens += len(prefix)  # plan() counts it as reused in every member
             saved += (len(members) - 1) * len(prefix)
         return saved
@@ -171,13 +202,14 @@ class PromptCache:
         returns, which holds the layout's positions followed by the answer's."""
         import torch
 
+        if self.overflowed:
+            return
         end = layout.width + layout.tail
         for row, (key, ids, r) in enumerate(zip(keys, rows, layout.reuse)):
             prefix, tail = slice(layout.width - r, layout.width), slice(end - (len(ids) - r), end)
-            self.states[key] = [(torch.cat([layer.keys[row, :, prefix], layer.keys[row, :, tail]], dim=1),
-                                 torch.cat([layer.values[row, :, prefix], layer.values[row, :, tail]], dim=1))
-                                for layer in cache.layers]
-            self.ids[key] = list(ids)
+            self._keep(key, ids, [(torch.cat([layer.keys[row, :, prefix], layer.keys[row, :, tail]], dim=1),
+                                   torch.cat([layer.values[row, :, prefix], layer.values[row, :, tail]], dim=1))
+                                  for layer in cache.layers])
 
 
 @functools.cache
