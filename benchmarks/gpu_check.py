@@ -8,7 +8,8 @@ in a process of its own under a time budget. Figures go to a JSON file as each s
 Stages (each needs the ones before it that it names):
   prepare   Bayesian-teacher weeks and their SFT datasets (48 weeks for the 3B student, the demo's 2,000
             for the tiny one); the 3B-shaped model (Qwen2's tokenizer class trained offline on the weeks)
-  lora_sft  LoRA SFT at the published settings (r=16, micro-batch 1 x 8 accumulated): s/step, tokens/s
+  lora_sft  LoRA SFT at the published settings (r=16, micro-batch 1 x 8 accumulated): s/step, tokens/s,
+            and a profile of its second step (device busy time against wall time, kernel launches)
   grpo      GRPO at the published settings (8 completions in micro-batches of 2, 2 steps, 12-token
             completions) and its gate on 4 held-out weeks: s/step, the gate's time
   play      the SFT student on 8 weeks x 28 turns at 12 new tokens, as evaluation plays it, then with the
@@ -109,6 +110,51 @@ class StepClock:
         return {"s_per_step_after_first": round(gaps[len(gaps) // 2], 3) if gaps else None}
 
 
+class StepProfile:
+    """`on_log` that runs torch's profiler over the second training step (from the first step's log to
+    the second's) and summarizes it: wall seconds, the device's busy seconds (its kernels' own time; on
+    the CPU the operators'), kernel launches, and the operators taking the most time. A step whose wall
+    time is far above its busy time waits on the host (launches, Python), not on the GPU."""
+
+    def __init__(self, device: str):
+        self.device, self.logs, self.profiler, self.summary = device, 0, None, None
+
+    def __call__(self, entry: dict) -> None:
+        if "loss" not in entry or self.summary is not None:
+            return
+        self.logs += 1
+        if self.logs == 1:
+            from torch.profiler import ProfilerActivity, profile
+
+            activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.device == "cuda" else [])
+            self.profiler, self.started = profile(activities=activities), time.perf_counter()
+            self.profiler.start()
+        elif self.logs == 2:
+            if self.device == "cuda":
+                import torch
+
+                torch.cuda.synchronize()
+            self.profiler.stop()
+            self.summary = self._summarize(time.perf_counter() - self.started)
+
+    def _summarize(self, wall: float) -> dict:
+        events = self.profiler.key_averages()
+
+        def own(e) -> float:  # microseconds of the operator itself, on the device (CUDA) or the CPU
+            if self.device == "cuda":
+                return getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0)
+            return e.self_cpu_time_total
+
+        top = sorted(events, key=own, reverse=True)[:12]
+        return {"wall_s": round(wall, 3), "busy_s": round(sum(own(e) for e in events) / 1e6, 3),
+                "kernel_launches": sum(e.count for e in events if e.key in ("cudaLaunchKernel", "cuLaunchKernel",
+                                                                             "cudaLaunchKernelExC")),
+                "top_ops_ms": [[e.key[:80], round(own(e) / 1e3, 1), e.count] for e in top]}
+
+    def figures(self) -> dict:
+        return {"profiled_step": self.summary}
+
+
 def _log_history(out: Path) -> list[dict]:
     return json.loads((out / "metrics.json").read_text()).get("log_history", [])
 
@@ -121,11 +167,11 @@ def stage_lora_sft(work: Path, smoke: bool, device: str) -> dict:
     config = SFTRunConfig(**{**PRESETS["published"]["sft"], "base_model": prepared["base"],
                              "max_steps": sizes(smoke)["sft_steps"], "eval_examples": 8, "logging_steps": 1,
                              "report_to": "none"})
-    out, clock = work / "lora_sft", StepClock()
-    result = run_sft(config, prepared["qwen_dataset"], out, on_log=clock)
+    out, clock, profile = work / "lora_sft", StepClock(), StepProfile(device)
+    result = run_sft(config, prepared["qwen_dataset"], out, on_log=lambda entry: (clock(entry), profile(entry)))
     tokens = max((e.get("num_tokens", 0) for e in _log_history(out)), default=0)
     return {"model_dir": result["model_dir"], "steps": result["steps"], "train_s": result["train_s"],
-            "s_per_step": round(result["train_s"] / max(result["steps"], 1), 3), **clock.figures(),
+            "s_per_step": round(result["train_s"] / max(result["steps"], 1), 3), **clock.figures(), **profile.figures(),
             "tokens_per_s": round(tokens / result["train_s"], 1) if tokens else None,
             "sequences_per_step": config.per_device_train_batch_size * config.gradient_accumulation_steps,
             "longest_conversation_tokens": result["longest_conversation_tokens"],
