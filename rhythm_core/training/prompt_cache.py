@@ -105,9 +105,12 @@ class PromptCache:
     # rows (two calls a turn) is slower than caching none (benchmarks/README.md, "The GPU path").
     # States shared by several conversations (share_prefixes) count once for each: the safe side.
     max_bytes: int | None = None
-    held_bytes: int = 0
     overflowed: bool = False
-    _bytes: dict[int, int] = field(default_factory=dict, repr=False)
+    _bytes: dict[int, int] = field(default_factory=dict, repr=False)  # each conversation's states, in bytes
+
+    @property
+    def held_bytes(self) -> int:
+        return sum(self._bytes.values())
 
     @property
     def reused_fraction(self) -> float:
@@ -120,14 +123,12 @@ class PromptCache:
         if self.overflowed:
             return
         size = sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in states)
-        held = self.held_bytes - self._bytes.get(key, 0) + size
-        if self.max_bytes is not None and held > self.max_bytes:
+        if self.max_bytes is not None and self.held_bytes - self._bytes.get(key, 0) + size > self.max_bytes:
             for entries in (self.ids, self.states, self._bytes):
                 entries.clear()
-            self.held_bytes, self.overflowed = 0, True
+            self.overflowed = True
             return
         self.ids[key], self.states[key], self._bytes[key] = list(ids), states, size
-        self.held_bytes = held
 
     def share_prefixes(self, model, keys: list[int], rows: list[list[int]], min_tokens: int = SHARED_PREFIX_MIN) -> int:
         """Rows with nothing cached that begin with the same `min_tokens` or more tokens (the weeks
