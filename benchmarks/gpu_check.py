@@ -96,46 +96,36 @@ def stage_prepare(work: Path, smoke: bool, device: str) -> dict:
 
 class StepClock:
     """`on_log` for a run logging every step: the seconds between successive training logs, i.e. each
-    step's time after the first (whose time holds the warm-up: kernel choice, compilation)."""
+    step's time after the first (whose time holds the warm-up: kernel choice, compilation). With
+    `profile_on` (the device), torch's profiler runs over the second step and `figures` summarizes it:
+    wall seconds, the device's busy seconds (its kernels' own time; on the CPU the operators'), kernel
+    launches and the costliest operators; a step whose wall time is far above its busy time waits on
+    the host (launches, Python), not on the GPU. The profiled step leaves the median when others remain."""
 
-    def __init__(self):
-        self.stamps: list[float] = []
-
-    def __call__(self, entry: dict) -> None:
-        if "loss" in entry:
-            self.stamps.append(time.perf_counter())
-
-    def figures(self) -> dict:
-        gaps = sorted(b - a for a, b in zip(self.stamps, self.stamps[1:]))
-        return {"s_per_step_after_first": round(gaps[len(gaps) // 2], 3) if gaps else None}
-
-
-class StepProfile:
-    """`on_log` that runs torch's profiler over the second training step (from the first step's log to
-    the second's) and summarizes it: wall seconds, the device's busy seconds (its kernels' own time; on
-    the CPU the operators'), kernel launches, and the operators taking the most time. A step whose wall
-    time is far above its busy time waits on the host (launches, Python), not on the GPU."""
-
-    def __init__(self, device: str):
-        self.device, self.logs, self.profiler, self.summary = device, 0, None, None
+    def __init__(self, profile_on: str | None = None):
+        self.last, self.gaps = None, []  # (seconds, whether profiled) per step after the first
+        self.device, self.profiler, self.profile = profile_on, None, None
 
     def __call__(self, entry: dict) -> None:
-        if "loss" not in entry or self.summary is not None:
+        if "loss" not in entry:
             return
-        self.logs += 1
-        if self.logs == 1:
+        profiled = self.profiler is not None and self.profile is None
+        if profiled and self.device == "cuda":
+            import torch
+
+            torch.cuda.synchronize()
+        if self.last is not None:
+            self.gaps.append((time.perf_counter() - self.last, profiled))
+        if profiled:
+            self.profiler.stop()
+            self.profile = self._summarize(self.gaps[-1][0])
+        elif self.device and self.last is None:
             from torch.profiler import ProfilerActivity, profile
 
             activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.device == "cuda" else [])
-            self.profiler, self.started = profile(activities=activities), time.perf_counter()
+            self.profiler = profile(activities=activities)
             self.profiler.start()
-        elif self.logs == 2:
-            if self.device == "cuda":
-                import torch
-
-                torch.cuda.synchronize()
-            self.profiler.stop()
-            self.summary = self._summarize(time.perf_counter() - self.started)
+        self.last = time.perf_counter()  # the next step starts after this callback's own work
 
     def _summarize(self, wall: float) -> dict:
         events = self.profiler.key_averages()
@@ -152,7 +142,9 @@ class StepProfile:
                 "top_ops_ms": [[e.key[:80], round(own(e) / 1e3, 1), e.count] for e in top]}
 
     def figures(self) -> dict:
-        return {"profiled_step": self.summary}
+        gaps = sorted(g for g, profiled in self.gaps if not profiled) or [g for g, _ in self.gaps]
+        figures = {"s_per_step_after_first": round(gaps[len(gaps) // 2], 3) if gaps else None}
+        return figures | ({"profiled_step": self.profile} if self.device else {})
 
 
 def _log_history(out: Path) -> list[dict]:
@@ -167,11 +159,11 @@ def stage_lora_sft(work: Path, smoke: bool, device: str) -> dict:
     config = SFTRunConfig(**{**PRESETS["published"]["sft"], "base_model": prepared["base"],
                              "max_steps": sizes(smoke)["sft_steps"], "eval_examples": 8, "logging_steps": 1,
                              "report_to": "none"})
-    out, clock, profile = work / "lora_sft", StepClock(), StepProfile(device)
-    result = run_sft(config, prepared["qwen_dataset"], out, on_log=lambda entry: (clock(entry), profile(entry)))
+    out, clock = work / "lora_sft", StepClock(profile_on=device)
+    result = run_sft(config, prepared["qwen_dataset"], out, on_log=clock)
     tokens = max((e.get("num_tokens", 0) for e in _log_history(out)), default=0)
     return {"model_dir": result["model_dir"], "steps": result["steps"], "train_s": result["train_s"],
-            "s_per_step": round(result["train_s"] / max(result["steps"], 1), 3), **clock.figures(), **profile.figures(),
+            "s_per_step": round(result["train_s"] / max(result["steps"], 1), 3), **clock.figures(),
             "tokens_per_s": round(tokens / result["train_s"], 1) if tokens else None,
             "sequences_per_step": config.per_device_train_batch_size * config.gradient_accumulation_steps,
             "longest_conversation_tokens": result["longest_conversation_tokens"],

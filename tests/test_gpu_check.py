@@ -58,3 +58,20 @@ def test_mistakes_are_refused_before_any_work(tmp_path):
     no_gpu = _run("--out", str(tmp_path / "x.json"))  # this machine has no CUDA GPU
     assert no_gpu.returncode == 2 and "no CUDA GPU" in no_gpu.stderr and "--smoke" in no_gpu.stderr
     assert not (tmp_path / "x.json").exists()
+
+
+def test_the_step_clock_profiles_the_second_step_and_leaves_it_out_of_the_median():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
+    gpu_check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_check)
+    clock = gpu_check.StepClock(profile_on="cpu")
+    for step in range(4):
+        clock({"loss": 1.0, "step": step})
+        clock({"eval_loss": 1.0})  # not a training step's log: ignored
+    assert [profiled for _, profiled in clock.gaps] == [True, False, False]
+    figures = clock.figures()
+    assert figures["s_per_step_after_first"] == round(sorted(g for g, _ in clock.gaps[1:])[1], 3)
+    assert figures["profiled_step"]["wall_s"] == round(clock.gaps[0][0], 3)
+    assert "profiled_step" not in gpu_check.StepClock().figures()  # GRPO's: timed, not profiled
