@@ -25,6 +25,7 @@ def test_the_gpu_checks_cpu_form_runs_every_stage_and_records_its_figures(tmp_pa
     assert stages["lora_sft"]["s_per_step_after_first"] > 0  # two steps: one gap between their logs
     profiled = stages["lora_sft"]["profiled_step"]  # the second step, under torch's profiler
     assert 0 < profiled["busy_s"] and 0 < profiled["wall_s"] and profiled["top_ops_ms"][0][1] > 0
+    assert profiled["summary_s"] >= 0  # the profiler's own cost, reported beside the step
     assert stages["grpo"]["completions_per_step"] == 4 and stages["grpo"]["micro_batch"] == 2
     assert stages["grpo"]["gate_weeks"] >= 1 and stages["grpo"]["s_per_step"] > 0
     play = stages["play"]
