@@ -24,7 +24,7 @@ def quick_checkpoint(tmp: Path) -> str:
     from rhythm_core.teacher.trajectories import read_trajectories
     from rhythm_core.training.sft import SFTRunConfig, run_sft
 
-    run_teacher(TeacherSettings(), "continuous", range(1000, 1032), tmp / "t.jsonl")
+    run_teacher(TeacherSettings(backend="bayes"), "continuous", range(1000, 1032), tmp / "t.jsonl")
     save_sft_dataset(build_sft_dataset(read_trajectories(tmp / "t.jsonl").records), tmp / "sft", {})
     return run_sft(SFTRunConfig(max_steps=80), tmp / "sft", tmp / "sft_out")["model_dir"]
 

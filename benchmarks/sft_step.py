@@ -65,7 +65,7 @@ def main() -> None:
         tmp = Path(tmp)
         dataset_dir = args.dataset
         if dataset_dir is None:
-            run_teacher(TeacherSettings(), "continuous", range(1000, 1000 + args.weeks), tmp / "t.jsonl")
+            run_teacher(TeacherSettings(backend="bayes"), "continuous", range(1000, 1000 + args.weeks), tmp / "t.jsonl")
             save_sft_dataset(build_sft_dataset(read_trajectories(tmp / "t.jsonl").records), tmp / "sft", {})
             dataset_dir = tmp / "sft"
         data = datasets.load_from_disk(str(dataset_dir))

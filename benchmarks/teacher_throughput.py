@@ -62,7 +62,7 @@ def stages(tmp: Path, seeds: str) -> None:
 
     timings = {}
     start = time.perf_counter()
-    traj = teacher_stage(TeacherSettings(), "continuous", seeds, tmp / "lineage")
+    traj = teacher_stage(TeacherSettings(backend="bayes"), "continuous", seeds, tmp / "lineage")
     timings["teacher stage"] = time.perf_counter() - start
     start = time.perf_counter()
     reeval_stage(traj["path"], "v3", tmp / "lineage")

@@ -77,7 +77,7 @@ def main(argv=None) -> int:
     out = Path(args.out or REPO / "runs" / f"time-to-skill-{args.preset}")
 
     start = time.perf_counter()
-    traj = teacher_stage(TeacherSettings(), "continuous", args.teacher_seeds or spec["teacher_seeds"], out)
+    traj = teacher_stage(TeacherSettings(backend=spec["teacher"]), "continuous", args.teacher_seeds or spec["teacher_seeds"], out)
     data = dataset_stage(traj, out, **spec.get("dataset", {}))
     print(f"teacher {traj['n_episodes']} weeks + dataset: {time.perf_counter() - start:.1f} s", flush=True)
     result = run_sft(config, data["path"], out / "sft", on_log=lambda e: None)

@@ -44,7 +44,7 @@ def main() -> None:
     from rhythm_core.tracking import Tracker, local_store_uri
 
     root = Path(tempfile.mkdtemp(prefix="tracking-overhead-"))
-    trajectories = teacher_stage(TeacherSettings(), "continuous", f"1000-{999 + args.episodes}", root)
+    trajectories = teacher_stage(TeacherSettings(backend="bayes"), "continuous", f"1000-{999 + args.episodes}", root)
     dataset = dataset_stage(trajectories, root)
     config = {"max_steps": args.steps, "short_context_steps": args.short_steps, "logging_steps": args.logging_steps}
 

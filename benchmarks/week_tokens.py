@@ -49,7 +49,7 @@ def main() -> None:
         dataset_dir = args.dataset
         if dataset_dir is None:
             root = Path(tmp)
-            trajectories = teacher_stage(TeacherSettings(), "continuous", f"1000-{999 + args.weeks}", root)
+            trajectories = teacher_stage(TeacherSettings(backend="bayes"), "continuous", f"1000-{999 + args.weeks}", root)
             dataset_dir = dataset_stage(trajectories, root)["path"]
         train = datasets.load_from_disk(str(dataset_dir))["train"]
     weeks = with_system_prompt(train.select_columns(["messages"]), args.variant)

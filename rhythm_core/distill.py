@@ -21,7 +21,7 @@ from .teacher.stage import teacher_stage
 from .training.entry import run_stage
 from .training.publish import train_and_publish
 
-# 2,000 Bayesian-teacher weeks (teacher ~15 s, dataset ~15 s on a 2-core CPU). At 256 the recipe's
+# 2,000 teacher weeks (the search teacher ~17 s, dataset ~8 s on a 2-core CPU). At 256 the recipe's
 # student did not learn the belief; at 1,000 it learned it but stayed shy of extreme profiles (beliefs
 # pulled back towards 0.5 beyond 0.3 / 0.7, where few of its training numbers lie): 0.018-0.029 worse
 # than the teacher over three SFT seeds, 0.012-0.017 at 2,000 with the same steps (benchmarks/README.md,
@@ -35,10 +35,10 @@ DEFAULT_TEACHER_SEEDS = "1000-2999"
 # of the week and gated on held-out training weeks. "demo" is what the asset defaults and `make demo`
 # run; "long" is the same recipe with more data and steps, distilled from the search teacher.
 PRESETS: dict[str, dict] = {
-    # The Bayesian teacher: at the demo's 600 + 240 SFT steps the search teacher's students are ahead
-    # on continuous weeks only (three SFT seeds), level elsewhere and below the Bayesian teacher itself
-    # (benchmarks/README.md, "Which teacher the recipe distils"); the published demo figures are its.
-    "demo": {"teacher": "bayes", "teacher_seeds": DEFAULT_TEACHER_SEEDS, "dataset": {}, "sft": {}, "grpo": {},
+    # The search teacher: at the demo's 600 + 240 SFT steps its students are ahead of the Bayesian
+    # teacher's on continuous weeks and level elsewhere (three SFT seeds, three windows) for 1.04x the
+    # demo's time (benchmarks/README.md, "Which teacher the recipe distils").
+    "demo": {"teacher": "search", "teacher_seeds": DEFAULT_TEACHER_SEEDS, "dataset": {}, "sft": {}, "grpo": {},
              "eval_seeds": DEFAULT_EVAL_SEEDS},
     # 3,000 weeks and 1,000 + 1,200 SFT steps: at 2,000 weeks and 1,000 + 800 the OOD recovery on the
     # default evaluation seeds was 86-92% across runs (benchmarks/README.md, "The larger budget at 3,000

@@ -125,14 +125,14 @@ def test_each_preset_distils_its_own_teacher_from_the_cli_and_from_dagster(tmp_p
     for preset in ("demo", "long"):
         with pytest.raises(Played):
             distill.run_distillation(tmp_path / preset, preset)
-    assert played == [("bayes", "continuous", "1000-2999"), ("search", "continuous", "1000-3999")]
+    assert played == [("search", "continuous", "1000-2999"), ("search", "continuous", "1000-3999")]
     # the launchpad's long job configures the teacher resource the same way; the main job keeps the default
     long = dg.validate_run_config(defs.resolve_job_def("rhythm_lineage_long"), jobs.rhythm_lineage_long.config)
     assert long["resources"]["teacher"]["config"]["backend"] == "search"
     assert long["ops"]["teacher_trajectories"]["config"]["seeds"] == "1000-3999"
     assert long["ops"]["sft_dataset"]["config"]["readout_form"] == "innovation"  # the long student learns it
     main_job = dg.validate_run_config(defs.resolve_job_def("rhythm_lineage"), {})
-    assert main_job["resources"]["teacher"]["config"]["backend"] == "bayes"
+    assert main_job["resources"]["teacher"]["config"]["backend"] == "search"  # the demo's teacher
     assert main_job["ops"]["sft_dataset"]["config"]["readout_form"] == "linear"
 
 

@@ -50,14 +50,14 @@ PROVENANCE = {
 @pytest.fixture(scope="module")
 def records(tmp_path_factory) -> list[dict]:
     path = tmp_path_factory.mktemp("traj") / "teacher.jsonl"
-    run_teacher(TeacherSettings(), "continuous", SEEDS, path)
+    run_teacher(TeacherSettings(backend="bayes"), "continuous", SEEDS, path)
     return read_trajectories(path).records
 
 
 @pytest.fixture(scope="module")
 def eval_record(tmp_path_factory) -> dict:
     path = tmp_path_factory.mktemp("traj_eval") / "teacher.jsonl"
-    run_teacher(TeacherSettings(), "continuous", [5], path)
+    run_teacher(TeacherSettings(backend="bayes"), "continuous", [5], path)
     return read_trajectories(path).records[0]
 
 

@@ -105,5 +105,5 @@ def test_the_dagster_op_plays_the_teacher_resource_only_when_asked(tmp_path):
     context = dg.build_op_context()
     assert play_teacher_op(context, plan, TeacherResource()) == {}
     played = play_teacher_op(context, {**plan, "include_teacher": True}, TeacherResource())
-    assert played["identity"]["id"] == "bayes" and list(played["files"]) == ["teacher__continuous.jsonl"]
+    assert played["identity"]["id"] == "search" and list(played["files"]) == ["teacher__continuous.jsonl"]
     assert played["files"]["teacher__continuous.jsonl"]["episodes"] == 2

@@ -51,7 +51,7 @@ def _play(agent, seeds, condition="continuous"):
 
 @pytest.fixture(scope="module")
 def teacher_weeks():
-    records = offline_records(TeacherSettings(), "continuous", FIT)
+    records = offline_records(TeacherSettings(backend="bayes"), "continuous", FIT)  # the actions BayesAgent replays
     histories, _, _ = _play(BayesAgent(), FIT)
     return list(zip(records, histories))
 
@@ -136,7 +136,7 @@ def _assert_answers_carry_a_chain(data, records, start) -> None:
 
 
 def test_evidence_answers_carry_the_chain_fitted_on_the_train_split(tmp_path):
-    run_teacher(TeacherSettings(), "continuous", range(1200, 1240), tmp_path / "teacher.jsonl")
+    run_teacher(TeacherSettings(backend="bayes"), "continuous", range(1200, 1240), tmp_path / "teacher.jsonl")
     records = read_trajectories(tmp_path / "teacher.jsonl").records
     data = build_sft_dataset(records)  # the defaults are the recipe
     assert dataset_format(data).as_dict() == {"prompt_format": "chat_labeled", "reasoning": "evidence"}
@@ -197,7 +197,7 @@ def test_the_innovation_chain_stays_nearer_its_teacher_and_the_person_than_the_l
 
 
 def test_a_dataset_names_its_chain_form_and_its_answers_carry_that_chain(tmp_path):
-    run_teacher(TeacherSettings(), "continuous", range(1200, 1240), tmp_path / "teacher.jsonl")
+    run_teacher(TeacherSettings(backend="bayes"), "continuous", range(1200, 1240), tmp_path / "teacher.jsonl")
     records = read_trajectories(tmp_path / "teacher.jsonl").records
     data = build_sft_dataset(records, readout_form="innovation")
     readout = evidence_readout(data)

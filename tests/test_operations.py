@@ -93,7 +93,7 @@ def test_lineage_names_what_produced_an_asset(instance, capsys, monkeypatch):
     assert dataset["upstream_data_versions"] == {"teacher_trajectories": teacher["data_version"]}
     (reeval,) = [link for link in lineage_chain("reeval_report", instance, defs) if link["asset"] == "reeval_report"]
     assert re.fullmatch(r"reeval-[0-9a-f]{12}\|grader=v3:[0-9a-f]{12}", reeval["code_version"])
-    assert teacher["details"]["teacher"] == "bayes" and teacher["details"]["seeds"] == "1000-1003"
+    assert teacher["details"]["teacher"] == "search" and teacher["details"]["seeds"] == "1000-1003"
     assert dataset["details"]["artifact_path"].endswith(dataset["data_version"])
     text = format_chain(chain)
     assert "<- teacher_trajectories " + teacher["data_version"] in text

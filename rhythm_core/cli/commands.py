@@ -182,10 +182,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     defaults = TeacherSettings()
     p = command("teacher", "play teacher episodes into a resumable JSONL file", _cmd_teacher, check_teacher)
-    p.add_argument("--backend", choices=list(BACKENDS), default="bayes",
-                   help="bayes: the offline Bayesian teacher (free, what the recipe distils); bayes_v3: the same "
-                        "planning for grader v3; search: its inference acting by Monte-Carlo rollouts (free); "
-                        "openai: any OpenAI-compatible endpoint; azure: Azure OpenAI")
+    p.add_argument("--backend", choices=list(BACKENDS), default=defaults.backend,
+                   help="search: the Bayesian teacher's inference acting by Monte-Carlo rollouts (free, what the "
+                        "recipe distils); bayes: the offline Bayesian teacher; bayes_v3: the same planning for "
+                        "grader v3; openai: any OpenAI-compatible endpoint; azure: Azure OpenAI")
     p.add_argument("--condition", choices=list(CONDITIONS), default="continuous", help="which kind of week to play")
     p.add_argument("--seeds", default="1000-1029", help="seeds to play, e.g. 1000-1029 (continuous training seeds: "
                                                         "1000-9999)")

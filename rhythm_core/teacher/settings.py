@@ -54,7 +54,7 @@ class TeacherSettings:
     protocol for the run if the endpoint answers 400 to it; "on" requires it; "off" never asks.
     """
 
-    backend: str = "bayes"  # bayes | search (offline) | openai | azure
+    backend: str = "search"  # search | bayes | bayes_v3 (offline) | openai | azure
     model: str = ""
     base_url: str | None = None  # OpenAI-compatible endpoint (openai backend)
     api_key: str | None = field(default=None, repr=False)

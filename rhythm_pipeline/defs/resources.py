@@ -1,4 +1,4 @@
-"""Resources: the teacher (Bayesian offline, or an OpenAI-compatible API) and the Hugging Face Hub.
+"""Resources: the teacher (offline, or an OpenAI-compatible API) and the Hugging Face Hub.
 
 Secrets come from environment variables through dg.EnvVar: the run config and event log hold the
 variable's name, never its value.
@@ -15,7 +15,7 @@ _TEACHER = TeacherSettings()
 
 
 class TeacherResource(dg.ConfigurableResource):
-    """Who plays the teacher episodes. backend: bayes (default, offline, free) | openai | azure.
+    """Who plays the teacher episodes. backend: search (default), bayes, bayes_v3 (offline, free) | openai | azure.
     Fields and defaults are TeacherSettings' (the launchpad needs a Config class to show them); see
     rhythm_core.teacher.openai_client for how reasoning models (GPT-5.x, o-series) are handled."""
 
@@ -188,7 +188,7 @@ def resources() -> dg.Definitions:
     return dg.Definitions(
         resources={
             "teacher": TeacherResource.configure_at_launch(
-                backend=os.environ.get("RHYTHM_TEACHER_BACKEND", "bayes"),
+                backend=os.environ.get("RHYTHM_TEACHER_BACKEND", _TEACHER.backend),
                 model=os.environ.get("RHYTHM_TEACHER_MODEL", ""),
                 base_url=os.environ.get("RHYTHM_TEACHER_BASE_URL") or None,
                 reasoning_effort=os.environ.get("RHYTHM_TEACHER_REASONING_EFFORT") or None,

@@ -21,7 +21,7 @@ from rhythm_pipeline.settings import ACTIVE_GRADER, GRADING_AUTOMATION, GRADING_
 
 class TeacherTrajectoriesConfig(dg.Config):
     condition: str = "continuous"
-    # Training seeds only (continuous 1000-9999). The recipe's 2,000 Bayesian-teacher weeks take ~15 s on 2 cores;
+    # Training seeds only (continuous 1000-9999). The recipe's 2,000 search-teacher weeks take ~17 s on 2 cores;
     # with a paid teacher set the resource's max_cost_usd.
     seeds: str = DEFAULT_TEACHER_SEEDS
 
