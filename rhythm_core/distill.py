@@ -36,8 +36,8 @@ DEFAULT_TEACHER_SEEDS = "1000-2999"
 # run; "long" is the same recipe with more data and steps, distilled from the search teacher.
 PRESETS: dict[str, dict] = {
     # The search teacher: at the demo's 600 + 240 SFT steps its students are ahead of the Bayesian
-    # teacher's on continuous weeks and level elsewhere (three SFT seeds, three windows) for 1.04x the
-    # demo's time (benchmarks/README.md, "Which teacher the recipe distils").
+    # teacher's on average in every condition (three SFT seeds, seven windows) at the same demo time
+    # (benchmarks/README.md, "The demo's teacher, measured again").
     "demo": {"teacher": "search", "teacher_seeds": DEFAULT_TEACHER_SEEDS, "dataset": {}, "sft": {}, "grpo": {},
              "eval_seeds": DEFAULT_EVAL_SEEDS},
     # 3,000 weeks and 1,000 + 1,200 SFT steps: at 2,000 weeks and 1,000 + 800 the OOD recovery on the
