@@ -117,8 +117,9 @@ class StepClock:
         if self.last is not None:
             self.gaps.append((time.perf_counter() - self.last, profiled))
         if profiled:
+            stopped = time.perf_counter()  # stopping collects the step's events: part of the profiler's cost
             self.profiler.stop()
-            self.profile = self._summarize(self.gaps[-1][0])
+            self.profile = self._summarize(self.gaps[-1][0], stopped)
         elif self.device and self.last is None:
             from torch.profiler import ProfilerActivity, profile
 
@@ -127,8 +128,7 @@ class StepClock:
             self.profiler.start()
         self.last = time.perf_counter()  # the next step starts after this callback's own work
 
-    def _summarize(self, wall: float) -> dict:
-        started = time.perf_counter()
+    def _summarize(self, wall: float, stopped: float) -> dict:
         events = self.profiler.key_averages()
 
         def own(e) -> float:  # microseconds of the operator itself, on the device (CUDA) or the CPU
@@ -141,7 +141,7 @@ class StepClock:
                 "kernel_launches": sum(e.count for e in events if e.key in ("cudaLaunchKernel", "cuLaunchKernel",
                                                                              "cudaLaunchKernelExC")),
                 "top_ops_ms": [[e.key[:80], round(own(e) / 1e3, 1), e.count] for e in top],
-                "summary_s": round(time.perf_counter() - started, 1)}  # the profiler's own cost, outside any step
+                "summary_s": round(time.perf_counter() - stopped, 1)}  # the profiler's own cost, outside any step
 
     def figures(self) -> dict:
         gaps = sorted(g for g, profiled in self.gaps if not profiled) or [g for g, _ in self.gaps]
