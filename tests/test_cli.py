@@ -122,10 +122,12 @@ def test_each_preset_distils_its_own_teacher_from_the_cli_and_from_dagster(tmp_p
         raise Played
 
     monkeypatch.setattr(distill, "teacher_stage", teacher_stage)
-    for preset in ("demo", "long"):
+    for preset in ("demo", "long", {**distill.PRESETS["demo"], "teacher": "bayes"}):
         with pytest.raises(Played):
-            distill.run_distillation(tmp_path / preset, preset)
-    assert played == [("search", "continuous", "1000-2999"), ("search", "continuous", "1000-3999")]
+            distill.run_distillation(tmp_path / "run", preset)
+    # the preset's teacher, not TeacherSettings' default (both are the search teacher's now)
+    assert played == [("search", "continuous", "1000-2999"), ("search", "continuous", "1000-3999"),
+                      ("bayes", "continuous", "1000-2999")]
     # the launchpad's long job configures the teacher resource the same way; the main job keeps the default
     long = dg.validate_run_config(defs.resolve_job_def("rhythm_lineage_long"), jobs.rhythm_lineage_long.config)
     assert long["resources"]["teacher"]["config"]["backend"] == "search"
@@ -133,6 +135,7 @@ def test_each_preset_distils_its_own_teacher_from_the_cli_and_from_dagster(tmp_p
     assert long["ops"]["sft_dataset"]["config"]["readout_form"] == "innovation"  # the long student learns it
     main_job = dg.validate_run_config(defs.resolve_job_def("rhythm_lineage"), {})
     assert main_job["resources"]["teacher"]["config"]["backend"] == "search"  # the demo's teacher
+    assert main_job["resources"]["teacher"]["config"]["backend"] == distill.PRESETS["demo"]["teacher"]  # one recipe
     assert main_job["ops"]["sft_dataset"]["config"]["readout_form"] == "linear"
 
 
