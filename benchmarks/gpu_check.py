@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT))  # rhythm_core, and the Qwen2 stand-in under tests
 # form's budgets only catch a hang: a stage of ~10 s took 90 s on this 2-core CPU under other load.
 STAGES = {
     "prepare": ((), 150, 600),
-    "lora_sft": (("prepare",), 240, 600),  # 127 s on an H200, ~50 s of it the profile's summary
+    "lora_sft": (("prepare",), 240, 600),  # 127 s on an H200 with the step profile, 62-67 s without
     "grpo": (("lora_sft",), 300, 600),  # 177 s on an H200, 123 s of it the gate
     "play": (("lora_sft",), 150, 600),
     "tiny": (("prepare",), 150, 600),
@@ -149,6 +149,14 @@ class StepClock:
         return figures | ({"profiled_step": self.profile} if self.device else {})
 
 
+def training_rates(train_s: float, steps: int, tokens: float, profiler_s: float = 0.0) -> dict:
+    """Seconds of training, a step and tokens a second, without the profiler's own seconds (collecting
+    and summarizing a step's events inside the run's clock: not training)."""
+    train_s -= profiler_s
+    return {"train_s": round(train_s, 3), "s_per_step": round(train_s / max(steps, 1), 3),
+            "tokens_per_s": round(tokens / train_s, 1) if tokens else None}
+
+
 def _log_history(out: Path) -> list[dict]:
     return json.loads((out / "metrics.json").read_text()).get("log_history", [])
 
@@ -165,11 +173,9 @@ def stage_lora_sft(work: Path, smoke: bool, device: str) -> dict:
     result = run_sft(config, prepared["qwen_dataset"], out, on_log=clock)
     tokens = max((e.get("num_tokens", 0) for e in _log_history(out)), default=0)
     figures = clock.figures()
-    # the profiler's own seconds (~50 s on an H200) are not training: left out of the rates
-    train_s = result["train_s"] - figures.get("profiled_step", {}).get("summary_s", 0.0)
-    return {"model_dir": result["model_dir"], "steps": result["steps"], "train_s": round(train_s, 3),
-            "s_per_step": round(train_s / max(result["steps"], 1), 3), **figures,
-            "tokens_per_s": round(tokens / train_s, 1) if tokens else None,
+    rates = training_rates(result["train_s"], result["steps"], tokens,
+                           figures.get("profiled_step", {}).get("summary_s", 0.0))
+    return {"model_dir": result["model_dir"], "steps": result["steps"], **rates, **figures,
             "sequences_per_step": config.per_device_train_batch_size * config.gradient_accumulation_steps,
             "micro_batch": config.per_device_train_batch_size,
             "longest_conversation_tokens": result["longest_conversation_tokens"],

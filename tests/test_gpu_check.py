@@ -76,3 +76,12 @@ def test_the_step_clock_profiles_the_second_step_and_leaves_it_out_of_the_median
     assert figures["s_per_step_after_first"] == round(sorted(g for g, _ in clock.gaps[1:])[1], 3)
     assert figures["profiled_step"]["wall_s"] == round(clock.gaps[0][0], 3)
     assert "profiled_step" not in gpu_check.StepClock().figures()  # GRPO's: timed, not profiled
+
+
+def test_lora_sft_rates_leave_out_the_profilers_own_seconds(monkeypatch):
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))
+    from gpu_check import training_rates
+
+    # 10 steps in 80 s of the run's clock, 50 of them the profiler collecting and summarizing a step
+    assert training_rates(80.0, 10, 6000, profiler_s=50.0) == {"train_s": 30.0, "s_per_step": 3.0, "tokens_per_s": 200.0}
+    assert training_rates(80.0, 10, 0) == {"train_s": 80.0, "s_per_step": 8.0, "tokens_per_s": None}
