@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-MODES = ("argmax", "median", "mean")
+MODES = ("argmax", "median", "mean", "median_sum", "median_nosum")
 
 
 def mean_processor(tokenizer):
@@ -44,21 +44,27 @@ def mean_processor(tokenizer):
 
 
 def numbers_as(mode: str):
-    """A context in which greedy play writes numbers as `mode` says: "median" is the product's decoding;
-    "argmax" (plain greedy) and "mean" swap the product's hook (`generation.number_processors`)."""
+    """A context in which greedy play writes numbers as `mode` says: "median" is the product's decoding
+    (each belief the previous one plus the increment where the checkpoint learned the linear chain);
+    "median_sum" / "median_nosum" the median with the belief's sum on / off whatever the checkpoint
+    says; "argmax" (plain greedy) and "mean" swap the product's hook (`generation.number_processors`)."""
     from unittest import mock
 
     from transformers import LogitsProcessorList
 
     from rhythm_core.training import generation
 
+    product = generation.number_processors
     if mode == "median":
         return contextlib.nullcontext()
+    if mode in ("median_sum", "median_nosum"):
+        return mock.patch.object(generation, "number_processors",
+                                 lambda sampling, tokenizer, _sum=False: product(sampling, tokenizer, mode == "median_sum"))
     if mode == "argmax":
-        return mock.patch.object(generation, "number_processors", lambda sampling, tokenizer: None)
+        return mock.patch.object(generation, "number_processors", lambda sampling, tokenizer, _sum=False: None)
     if mode == "mean":
         return mock.patch.object(generation, "number_processors",
-                                 lambda sampling, tokenizer: LogitsProcessorList([mean_processor(tokenizer)]))
+                                 lambda sampling, tokenizer, _sum=False: LogitsProcessorList([mean_processor(tokenizer)]))
     raise ValueError(f"unknown mode {mode!r}; allowed: {', '.join(MODES)}")
 
 

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from rhythm_core.training.generation import SamplingConfig, number_processors
-from rhythm_core.training.number_decoding import number_median_processor
+from rhythm_core.training.number_decoding import belief_sum, belief_sum_processor, number_median_processor
 from rhythm_core.training.tiny import train_tokenizer
 
 # Answers in the evidence protocol's shape: increments and beliefs, each number one token.
@@ -76,3 +76,40 @@ def test_generation_writes_numbers_through_the_median_with_and_without_the_promp
     generate_answers(build_tiny_model(tokenizer), tokenizer, conversations, SamplingConfig(max_new_tokens=3),
                      prompt_cache=PromptCache() if cached else None)
     assert calls and set(calls) == {2}  # every generated step of both rows went through it
+
+
+def _answer(increments, belief=None) -> str:
+    text = '{"reasoning":"' + " ".join(f"{d} {v:+.2f}" for d, v in zip(("social", "morning", "work"), increments)) + '"'
+    if belief is None:
+        return text + ',"belief":{"social":'
+    social, morning, work = belief
+    return text + f',"belief":{{"social":{social},"morning":{morning},"work":{work}}},"action":"SLEEP"}}'
+
+
+def test_a_belief_is_the_previous_stated_belief_plus_this_answers_increment():
+    earlier = _answer((0.0, 0.0, 0.0), (0.9, 0.9, 0.9))
+    previous = _answer((0.0, 0.0, 0.0), (0.46, 0.99, 0.05))
+    context = earlier + "\nSLEEP anomaly vita +0.03\n" + previous + "\nNAP anomaly vita -0.10\n" + _answer((0.07, 0.02, -0.08))
+    assert belief_sum(context) == ("social", 0.53)  # the last answer's belief, not an earlier one
+    assert belief_sum(context + '0.53,"morning":') == ("morning", 1.0)  # clipped to [0, 1]
+    assert belief_sum(context + '0.53,"morning":1.0,"work":') == ("work", 0.0)
+    assert belief_sum(_answer((0.07, 0.02, -0.08))) is None  # the week's first answer: nothing to add to
+    assert belief_sum(previous + _answer((0.07, 0.02, -0.08))[:-len(',"belief":{"social":')]) is None  # no belief due
+    assert belief_sum(previous + '{"reasoning":"morning +0.02","belief":{"social":') is None  # no increment for it
+
+
+def test_greedy_decoding_writes_the_sum_where_the_model_would_misadd():
+    answers = [_answer((a / 100, -b / 100, 0.0), (f"0.{a:02d}", f"0.{b:02d}", "0.5")) for a in range(100) for b in (a, 99 - a)]
+    tok = train_tokenizer(answers * 3)
+    processor = belief_sum_processor(tok)
+    context = _answer((0.0, 0.0, 0.0), ("0.4", "0.5", "0.5")) + "\nNAP anomaly\n" + _answer((0.12, 0.0, 0.0))
+    ids = torch.tensor([tok(context, add_special_tokens=False)["input_ids"]])
+    scores = _scores(tok, {"0.41": 0.7, "0.52": 0.2, "0.6": 0.1})  # the model would write 0.41, 0.4 + 0.12 is 0.52
+    assert tok.decode([int(processor(ids, scores).argmax())]) == "0.52"
+    text = _scores(tok, {"SLEEP": 0.9, "0.41": 0.1})  # where no number is due the model's choice stands
+    assert tok.decode([int(processor(ids, text).argmax())]) == "SLEEP"
+    first = torch.tensor([tok(_answer((0.12, 0.0, 0.0)), add_special_tokens=False)["input_ids"]])
+    assert tok.decode([int(processor(first, _scores(tok, {"0.41": 0.9, "0.52": 0.1})).argmax())]) == "0.41"
+    assert len(number_processors(SamplingConfig(), tok, sum_beliefs=True)) == 2
+    assert len(number_processors(SamplingConfig(), tok)) == 1
+    assert belief_sum_processor(train_tokenizer(["no digits in this text at all"] * 5)) is None

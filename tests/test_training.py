@@ -123,6 +123,9 @@ def test_grpo_rewards_vary_within_groups_and_checkpoint_saves(sft_result, short_
     from transformers import AutoModelForCausalLM
 
     AutoModelForCausalLM.from_pretrained(result["model_dir"])
+    # no evidence chain in this data, so no belief is written as a sum, before GRPO or after it
+    records = [json.loads(open(d + "/rhythm_checkpoint.json").read()) for d in (sft_result[0]["model_dir"], result["model_dir"])]
+    assert [r.get("readout_form") for r in records] == [None, None]
     assert list((short_dataset / "sft").rglob("cache-*")) == []  # read in memory: the artifact is untouched
 
 
@@ -301,6 +304,12 @@ def test_the_recipe_trains_in_two_phases_plays_its_own_conversation_and_feeds_gr
     agent = LLMPolicyAgent.from_checkpoint(f"{result['path']}/snapshots/step-5", sampling=SamplingConfig(max_new_tokens=4))
     assert agent.prompt_format == "chat_labeled"
     agent = LLMPolicyAgent.from_checkpoint(result["model_dir"], sampling=SamplingConfig(max_new_tokens=6))
+    # a student of the linear chain writes each belief as the previous one plus its increment
+    assert info["readout_form"] == "linear" and agent.sum_beliefs
+    innovation = tmp_path / "innovation_record"
+    innovation.mkdir()
+    (innovation / "rhythm_checkpoint.json").write_text(json.dumps({**info, "readout_form": "innovation"}))
+    assert not LLMPolicyAgent.from_checkpoint(innovation, loaded=(agent.model, agent.tokenizer)).sum_beliefs
     env = VectorRhythmEnv("continuous")
     obs, _ = env.reset([9000, 9001])
     agent.reset(env)

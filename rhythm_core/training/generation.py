@@ -25,8 +25,10 @@ class SamplingConfig:
 
 def generate_answers(model, tokenizer, conversations: list[list[dict]], sampling: SamplingConfig,
                      batch_size: int = 64, prompt_cache: PromptCache | None = None,
-                     prompt_ids: list[list[int]] | None = None) -> list[str]:
+                     prompt_ids: list[list[int]] | None = None, sum_beliefs: bool = False) -> list[str]:
     """Answers (decoded assistant text, special tokens stripped) for each conversation's next turn.
+    `sum_beliefs`: greedy decoding writes each belief as the previous one plus the answer's increment
+    (a student of the linear evidence chain; number_decoding.py).
 
     With a `prompt_cache` (conversation i is key i), each conversation's prompt reuses the key/value
     states of the prefix it shares with its previous prompt; see `prompt_cache.py`. `prompt_ids`, the
@@ -39,7 +41,7 @@ def generate_answers(model, tokenizer, conversations: list[list[dict]], sampling
     answers: list[str] = []
     model.eval()
     config = decoding_config(sampling, tokenizer)
-    processors = number_processors(sampling, tokenizer)
+    processors = number_processors(sampling, tokenizer, sum_beliefs)
     if prompt_cache is not None:  # generate hands back the cache it extended
         config.update(use_cache=True, return_dict_in_generate=True)
     all_rows = prompt_ids if prompt_ids is not None else conversation_ids(tokenizer, conversations)
@@ -138,15 +140,19 @@ def decoding_config(sampling: SamplingConfig, tokenizer):
     return config
 
 
-def number_processors(sampling: SamplingConfig, tokenizer):
+def number_processors(sampling: SamplingConfig, tokenizer, sum_beliefs: bool = False):
     """The logits processors `generate` gets: greedy decoding writes a number token as the median of the
-    model's distribution over numbers (number_decoding.py); sampling is left alone (None: none)."""
+    model's distribution over numbers and, with `sum_beliefs`, a belief as the previous one plus the
+    increment (number_decoding.py); sampling is left alone (None: none)."""
     from transformers import LogitsProcessorList
 
-    from .number_decoding import number_median_processor
+    from .number_decoding import belief_sum_processor, number_median_processor
 
-    median = number_median_processor(tokenizer) if sampling.temperature == 0 else None
-    return None if median is None else LogitsProcessorList([median])
+    if sampling.temperature != 0:
+        return None
+    found = [number_median_processor(tokenizer), belief_sum_processor(tokenizer) if sum_beliefs else None]
+    found = [p for p in found if p is not None]
+    return LogitsProcessorList(found) if found else None
 
 
 def _left_padded(rows: list[list[int]], pad_id: int):

@@ -255,7 +255,7 @@ def build_prompt_dataset(dataset_dir, variant: str, config: GRPORunConfig, agent
     per_step = max(1, config.completions_per_step // config.num_generations)
     rows = order_by_step(rows, per_step, config.seed)[: config.max_steps * per_step]  # TRL reads no further
     conversations = [row.pop("prompt") for row in rows]
-    own = generate_answers(agent.model, agent.tokenizer, conversations, agent.sampling)
+    own = generate_answers(agent.model, agent.tokenizer, conversations, agent.sampling, sum_beliefs=agent.sum_beliefs)
     texts = prompt_texts(agent.tokenizer, conversations)
     for row, conversation, text, answer in zip(rows, conversations, texts, own):
         row["answer_prefix"] = action_prefix(answer)
@@ -397,7 +397,7 @@ def run_grpo(config: GRPORunConfig, dataset_dir, init_dir, out_dir, *, on_log: C
     }
     record = {"stage": "grpo", "config": asdict(config), "prompt_variant": variant, "prompt_format": prompt_format,
               "reasoning": data_format.reasoning, "metrics": metrics,
-              "max_answer_tokens": info.get("max_answer_tokens"),
+              "max_answer_tokens": info.get("max_answer_tokens"), "readout_form": info.get("readout_form"),
               "provenance": provenance or {}, "init": str(init_dir), "model_dir": str(model_dir)}
     (model_dir / "rhythm_checkpoint.json").write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
     log_history = trainer.state.log_history

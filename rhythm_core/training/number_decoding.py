@@ -7,12 +7,20 @@ large moves too small. Where the greedy token is a number, `NumberMedian` writes
 distribution over that kind's numbers instead (the value minimising the expected absolute error, the
 way beliefs are graded). Tokenizers without whole-number tokens (Qwen2 gives each digit its own) have
 no kinds, and decoding is left as it is.
+
+A student of the linear evidence chain also writes each belief as the previous answer's belief plus
+the increment its reasoning just wrote (every training answer is exactly that sum, clipped to [0, 1]).
+Left to itself the tiny student misadds about one step in ten, and its final belief is further from
+the person for it; `belief_sum_processor` writes the sum (benchmarks/README.md, "The belief as the sum
+of the student's own reasoning"). The increments, where the inference is, stay the model's own.
 """
 
 from __future__ import annotations
 
 import re
 from functools import lru_cache
+
+from ..env.spec import BELIEF_DIMS
 
 # Kinds of whole-number tokens: a stated increment (" +0.20", " -0.05") and a stated belief ("0.84").
 _KINDS = (re.compile(r"^ [+-]0\.\d\d$"), re.compile(r"^(0\.\d{1,2}|1\.0)$"))
@@ -66,3 +74,65 @@ def number_median_processor(tokenizer):
             return scores
 
     return NumberMedian()
+
+
+_ANSWER_START = '{"reasoning":'
+_BELIEF_KEY = re.compile(r'"(' + "|".join(BELIEF_DIMS) + r')":\s*$')
+_STATED_BELIEF = re.compile(r'"belief":\s*\{' + r",\s*".join(f'"{d}":\\s*(\\d(?:\\.\\d+)?)' for d in BELIEF_DIMS) + r"\}")
+_INCREMENT = re.compile(r'(?<=[" ])(' + "|".join(BELIEF_DIMS) + r") ([+-]\d+\.\d+)")
+# Tokens of context read back to find the previous answer: a turn of the tiny student's is ~40.
+_CONTEXT_TOKENS = 256
+
+
+def belief_sum(context: str) -> tuple[str, float] | None:
+    """(dimension, value) the belief number about to be written must take: the previous answer's stated
+    belief plus the increment this answer's reasoning wrote for that dimension, clipped to [0, 1], on
+    the 2-decimal grid. None where `context` (the text so far, ending just before the number) is not
+    at a belief number, or has no previous belief or no increment for it."""
+    start = context.rfind(_ANSWER_START)
+    key = _BELIEF_KEY.search(context) if start >= 0 else None
+    if key is None:
+        return None
+    answer = context[start:]
+    previous = list(_STATED_BELIEF.finditer(context, 0, start))
+    increments = dict(_INCREMENT.findall(answer.split('"belief"', 1)[0]))
+    dim = key.group(1)
+    if not previous or dim not in increments:
+        return None
+    total = float(previous[-1].group(BELIEF_DIMS.index(dim) + 1)) + float(increments[dim])
+    return dim, round(min(1.0, max(0.0, total)), 2) + 0.0
+
+
+@lru_cache(maxsize=8)
+def belief_sum_processor(tokenizer):
+    """A transformers LogitsProcessor for greedy decoding that writes each belief number as `belief_sum`
+    of its context, or None when the tokenizer has no whole-number belief tokens. Runs after
+    `NumberMedian`: it acts only where the chosen token is a belief number."""
+    import torch
+    from transformers import LogitsProcessor
+
+    kinds = number_kinds(tokenizer)
+    if len(kinds) < 2:
+        return None
+    belief_ids, values = kinds[-1]
+    ids_of: dict[float, list[int]] = {}
+    for i, value in zip(belief_ids, values):
+        ids_of.setdefault(round(value, 2), []).append(i)
+    is_belief = torch.zeros(len(tokenizer), dtype=torch.bool)
+    is_belief[belief_ids] = True
+
+    class BeliefSum(LogitsProcessor):
+        def __call__(self, input_ids, scores):
+            top = scores.argmax(dim=1).cpu()
+            rows = ((top < len(is_belief)) & is_belief[top.clamp(max=len(is_belief) - 1)]).nonzero().flatten()
+            for row in rows.tolist():
+                context = tokenizer.decode(input_ids[row, -_CONTEXT_TOKENS:].tolist(), skip_special_tokens=True)
+                found = belief_sum(context)
+                if found is None or found[1] not in ids_of:
+                    continue
+                ids = ids_of[found[1]]  # "0.5" and "0.50" alike: the one the model prefers
+                chosen = max(ids, key=lambda i: float(scores[row, i]))
+                scores[row, chosen] = scores[row].max() + 1.0
+            return scores
+
+    return BeliefSum()

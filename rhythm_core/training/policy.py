@@ -35,8 +35,9 @@ class LLMPolicyAgent(Agent):
 
     def __init__(self, model, tokenizer, *, sampling: SamplingConfig | None = None, variant: str = "full",
                  prompt_format: str = "table", name: str = "student", batch_size: int = 64,
-                 reuse_prompt_cache: bool = True):
+                 reuse_prompt_cache: bool = True, sum_beliefs: bool = False):
         self.model, self.tokenizer = model, tokenizer
+        self.sum_beliefs = sum_beliefs  # see generate_answers
         self.sampling = sampling or SamplingConfig()
         self.variant, self.prompt_format, self.name, self.batch_size = variant, prompt_format, name, batch_size
         # Each step's prompt extends the last one, so its shared prefix need not be run again.
@@ -59,7 +60,11 @@ class LLMPolicyAgent(Agent):
             sampling = SamplingConfig(**{**sampling.__dict__, "max_new_tokens": int(1.5 * info["max_answer_tokens"])})
         variant = kwargs.pop("variant", info.get("prompt_variant", "full"))
         prompt_format = kwargs.pop("prompt_format", DatasetFormat.from_info(info).prompt_format)
-        return cls(model, tokenizer, sampling=sampling, variant=variant, prompt_format=prompt_format, **kwargs)
+        # a linear chain's belief is the previous plus the increment; the innovation chain's students
+        # lost with it (benchmarks/README.md, "The belief as the sum of the student's own reasoning")
+        sum_beliefs = kwargs.pop("sum_beliefs", info.get("readout_form") == "linear")
+        return cls(model, tokenizer, sampling=sampling, variant=variant, prompt_format=prompt_format,
+                   sum_beliefs=sum_beliefs, **kwargs)
 
     def reset(self, env: VectorRhythmEnv) -> None:
         super().reset(env)
@@ -107,7 +112,8 @@ class LLMPolicyAgent(Agent):
             generated = generate_answers(self.model, self.tokenizer, [messages[n] for n in open_], sampling,
                                          batch_size=self.batch_size,
                                          prompt_cache=self.prompt_cache if len(open_) == len(obs) else None,
-                                         prompt_ids=None if prompt_ids is None else [prompt_ids[n] for n in open_])
+                                         prompt_ids=None if prompt_ids is None else [prompt_ids[n] for n in open_],
+                                         sum_beliefs=self.sum_beliefs)
             for n, answer in zip(open_, generated):
                 answers[n] = answer
         actions = np.empty(len(obs), dtype=np.int64)
