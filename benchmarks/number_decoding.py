@@ -3,10 +3,12 @@
 seeds; the two lost modes live only here.
 
     python benchmarks/number_decoding.py --students NAME=MODEL_DIR,... [--seeds 9500-9699] [--modes argmax,median,mean]
+        [--repeats N]
 
 Each student plays the seeds (continuous training seeds the recipes never train on: a tuning set) once
 per mode; per student and mode it prints the v3 score and final belief MAE, and the paired difference
-from argmax per week with its standard error, and the seconds of play. Prints figures; asserts nothing.
+from argmax per week with its standard error, and the seconds of play (with `--repeats N`, the modes
+played N times in turn, each time's seconds: the machine is noisy). Prints figures; asserts nothing.
 """
 
 from __future__ import annotations
@@ -88,6 +90,7 @@ def main(argv=None) -> None:
     p.add_argument("--students", required=True, help="name=model_dir,...")
     p.add_argument("--seeds", default="9500-9699", help="continuous training seeds (a tuning set)")
     p.add_argument("--modes", default="argmax,median,mean")
+    p.add_argument("--repeats", type=int, default=1, help="play the modes this many times in turn, for their seconds")
     args = p.parse_args(argv)
 
     from rhythm_core.env.conditions import parse_seeds
@@ -98,12 +101,18 @@ def main(argv=None) -> None:
     print("|---|---|---|---|---|---|---|")
     for spec in args.students.split(","):
         name, model_dir = spec.split("=", 1)
-        runs = {mode: play(model_dir, seeds, mode) for mode in ["argmax", *[m for m in modes if m != "argmax"]]}
-        base_v3, base_mae, _ = runs["argmax"]
-        for mode, (v3, mae, wall) in runs.items():
+        order = ["argmax", *[m for m in modes if m != "argmax"]]
+        runs, walls = {}, {mode: [] for mode in order}
+        for _ in range(max(1, args.repeats)):
+            for mode in order:
+                v3, mae, wall = play(model_dir, seeds, mode)
+                runs[mode] = (v3, mae)
+                walls[mode].append(f"{wall:.1f}")
+        base_v3, base_mae = runs["argmax"]
+        for mode, (v3, mae) in runs.items():
             dv, dm = v3 - base_v3, mae - base_mae
             print(f"| {name} | {mode} | {v3.mean():.4f} | {np.nanmean(mae):.4f} | {dv.mean():+.4f} ± "
-                  f"{dv.std(ddof=1) / np.sqrt(len(dv)):.4f} | {np.nanmean(dm):+.4f} | {wall:.0f} |", flush=True)
+                  f"{dv.std(ddof=1) / np.sqrt(len(dv)):.4f} | {np.nanmean(dm):+.4f} | {' / '.join(walls[mode])} |", flush=True)
 
 
 if __name__ == "__main__":
