@@ -296,6 +296,9 @@ def test_rollouts_hold_no_grader_output_and_regrade_without_models(evaluated):
             assert v2["conditions"][condition]["agents"][agent]["final_score"] == metrics["by_grader"]["v2"]["final_score"]
     student = v3["conditions"]["continuous"]["agents"]["student"]
     assert student["by_grader"]["v2"]["final_score"] != student["final_score"]
+    # the manifest says how each student wrote its beliefs (this one learned no evidence chain)
+    files = json.loads((Path(rollouts["dir"]) / "manifest.json").read_text())["files"]
+    assert files["student__continuous.jsonl"]["belief_sum"] is False and "belief_sum" not in files["bayes__continuous.jsonl"]
 
 
 def test_corrupt_checkpoint_fails_clearly_and_publishes_nothing(tmp_path):
