@@ -262,7 +262,7 @@ def test_lora_path_trains_an_adapter_and_reloads_merged(short_dataset, tmp_path,
     assert not hasattr(model, "peft_config")
 
 
-def test_the_recipe_trains_in_two_phases_plays_its_own_conversation_and_feeds_grpo(tmp_path):
+def test_the_recipe_trains_in_two_phases_plays_its_own_conversation_and_feeds_grpo(tmp_path, monkeypatch):
     """The default recipe end to end: an evidence dataset in the labeled chat format; SFT in two
     phases (the first tokens of each week, then whole weeks) with its format recorded in the
     checkpoint; the policy keeps one conversation per episode with its own answers in it; GRPO
@@ -310,6 +310,12 @@ def test_the_recipe_trains_in_two_phases_plays_its_own_conversation_and_feeds_gr
     innovation.mkdir()
     (innovation / "rhythm_checkpoint.json").write_text(json.dumps({**info, "readout_form": "innovation"}))
     assert not LLMPolicyAgent.from_checkpoint(innovation, loaded=(agent.model, agent.tokenizer)).sum_beliefs
+    from rhythm_core.training import generation
+
+    asked, processors = [], generation.number_processors
+    monkeypatch.setattr(generation, "number_processors",
+                        lambda sampling, tokenizer, sum_beliefs=False: asked.append(sum_beliefs) or
+                        processors(sampling, tokenizer, sum_beliefs))
     env = VectorRhythmEnv("continuous")
     obs, _ = env.reset([9000, 9001])
     agent.reset(env)
@@ -320,6 +326,7 @@ def test_the_recipe_trains_in_two_phases_plays_its_own_conversation_and_feeds_gr
         assert [m["content"] for m in messages if m["role"] == "assistant"] == agent.answers[0][:t]
         obs, *_ = env.step(decision.actions)
     assert agent.answers[1][4] == decision.reasoning[1]  # its own raw answer stays in its conversation
+    assert asked == [True] * 5  # every step's generation wrote its beliefs as the sum
 
     # the teacher-forced belief probe reads every answer's belief and increment numbers
     from rhythm_core.evaluation.belief_probe import belief_probe
@@ -383,7 +390,8 @@ def test_numeric_embeddings_put_near_values_near_each_other():
 def test_belief_probe_reads_increment_and_belief_numbers_where_the_model_would_write_them():
     import torch
 
-    from rhythm_core.evaluation.belief_probe import _BELIEF_NUMBER, _UPDATE_NUMBER, _belief_numbers
+    from rhythm_core.evaluation.belief_probe import _BELIEF_NUMBER, _belief_numbers
+    from rhythm_core.training.number_decoding import INCREMENT_NUMBER
     from rhythm_core.training.tiny import train_tokenizer
 
     answers = ['{"reasoning":"social +0.0 morning +0.0 work +0.0","belief":{"social":0.5,"morning":0.5,"work":0.5},'
@@ -399,7 +407,7 @@ def test_belief_probe_reads_increment_and_belief_numbers_where_the_model_would_w
     perfect[torch.arange(len(ids) - 1), torch.tensor(ids[1:])] = 10.0
     teacher, model, readable = _belief_numbers(text, tokenizer, perfect)
     assert teacher.tolist() == [[0.5, 0.5, 0.5], [0.7, 0.4, 0.5]] and np.array_equal(teacher, model) and readable.all()
-    teacher, model, readable = _belief_numbers(text, tokenizer, perfect, _UPDATE_NUMBER, clip=False)
+    teacher, model, readable = _belief_numbers(text, tokenizer, perfect, INCREMENT_NUMBER, clip=False)
     assert teacher.tolist() == [[0.0, 0.0, 0.0], [0.2, -0.1, 0.0]] and np.array_equal(teacher, model) and readable.all()
     # where the model spreads its mass the probe reads what it writes: the median of its numbers
     # (0.4 is likeliest at 40%, but 0.5 holds the middle of 0.4 / 0.5 / 0.7), not the argmax

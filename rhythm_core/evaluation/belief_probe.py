@@ -24,10 +24,9 @@ from pathlib import Path
 import numpy as np
 
 from ..env.spec import BELIEF_DIMS
+from ..training.number_decoding import INCREMENT_NUMBER
 
 _BELIEF_NUMBER = re.compile(r'"(' + "|".join(BELIEF_DIMS) + r')":\s*(-?\d+(?:\.\d+)?)')
-# The "evidence" increments inside an answer: "social +0.01 morning +0.00 work -0.05".
-_UPDATE_NUMBER = re.compile(r'(?<=[" ])(' + "|".join(BELIEF_DIMS) + r') ([+-]\d+\.\d+)')
 
 
 def _belief_numbers(text: str, tokenizer, logits, pattern=_BELIEF_NUMBER, clip: bool = True):
@@ -106,8 +105,8 @@ def belief_probe(model_dir, dataset_dir, *, episodes: int = 20, split: str = "va
         if not readable.any():
             continue
         numbers_seen.append(~np.isnan(probe[readable]))
-        if any(_UPDATE_NUMBER.search(m.group(1)) for m in assistant_text.finditer(text)):
-            updates = _belief_numbers(text, tokenizer, logits, _UPDATE_NUMBER, clip=False)
+        if any(INCREMENT_NUMBER.search(m.group(1)) for m in assistant_text.finditer(text)):
+            updates = _belief_numbers(text, tokenizer, logits, INCREMENT_NUMBER, clip=False)
             if updates is not None:
                 update_gap.append(np.nanmean(np.abs(updates[1] - updates[0])))
                 zero_gap.append(np.mean(np.abs(updates[0])))

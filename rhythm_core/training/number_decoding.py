@@ -79,7 +79,8 @@ def number_median_processor(tokenizer):
 _ANSWER_START = '{"reasoning":'
 _BELIEF_KEY = re.compile(r'"(' + "|".join(BELIEF_DIMS) + r')":\s*$')
 _STATED_BELIEF = re.compile(r'"belief":\s*\{' + r",\s*".join(f'"{d}":\\s*(\\d(?:\\.\\d+)?)' for d in BELIEF_DIMS) + r"\}")
-_INCREMENT = re.compile(r'(?<=[" ])(' + "|".join(BELIEF_DIMS) + r") ([+-]\d+\.\d+)")
+# The "evidence" increments inside an answer: "social +0.01 morning +0.00 work -0.05".
+INCREMENT_NUMBER = re.compile(r'(?<=[" ])(' + "|".join(BELIEF_DIMS) + r") ([+-]\d+\.\d+)")
 # Tokens of context read back to find the previous answer: a user turn and an answer of the tiny
 # student are ~22 and ~13.
 _CONTEXT_TOKENS = 256
@@ -96,7 +97,7 @@ def belief_sum(context: str) -> tuple[str, float] | None:
         return None
     answer = context[start:]
     previous = list(_STATED_BELIEF.finditer(context, 0, start))
-    increments = dict(_INCREMENT.findall(answer.split('"belief"', 1)[0]))
+    increments = dict(INCREMENT_NUMBER.findall(answer.split('"belief"', 1)[0]))
     dim = key.group(1)
     if not previous or dim not in increments:
         return None

@@ -17,8 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..artifacts import verify_artifact
-from ..data.schema import build_info
-from ..data.sft_dataset import dataset_format
+from ..data.sft_dataset import dataset_format, evidence_readout
 from ..protocol import system_prompt
 from ..tracking.callback import attach_tracking
 from ..tracking.store import report_to_list
@@ -213,7 +212,7 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
     verify_artifact(dataset_dir)  # the dataset as it was published
     data = datasets.load_from_disk(str(dataset_dir), keep_in_memory=True)
     data_format = dataset_format(data)  # the checkpoint records it: GRPO and evaluation prompt the same way
-    readout_form = (build_info(data).get("evidence_readout") or {}).get("form")  # its chain's: decoding follows it
+    readout = evidence_readout(data)  # the chain its answers were written with: decoding follows its form
     data = datasets.DatasetDict({name: with_system_prompt(split.select_columns(["messages"]), config.variant)
                                  for name, split in data.items()})
     train, validation = data["train"], data["validation"]
@@ -260,7 +259,7 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
 
     def student_record(**extra) -> dict:  # what GRPO and evaluation read to prompt the student
         return {"stage": "sft", "config": asdict(config), "prompt_variant": config.variant, **data_format.as_dict(),
-                "max_answer_tokens": max(answer_tokens), **({"readout_form": readout_form} if readout_form else {}),
+                "max_answer_tokens": max(answer_tokens), **({"readout_form": readout.form} if readout else {}),
                 **extra}
 
     def trainer_for(model, max_steps: int, max_length: int, learning_rate: float, peft_config, step_offset: int):
