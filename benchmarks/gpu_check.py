@@ -15,7 +15,8 @@ Stages (each needs the ones before it that it names):
   play      the SFT student on 8 weeks x 28 turns at 12 new tokens, as evaluation plays it, then with the
             prompt cache off, with it held within 0.5 GiB and (CUDA) with cuDNN's attention: seconds,
             seconds outside generate, peak memory per variant
-  tiny      the demo's tiny SFT (600 + 240 steps) and GRPO with its gate (64 weeks)
+  tiny      the demo's tiny SFT (600 + 240 steps) and GRPO with its gate (64 weeks), then the SFT student's play
+            of 64 weeks with the belief's sum and without
 Every stage records its peak memory (CUDA: allocated and reserved; CPU: the process's peak RSS; the
 play's is its default variant's, each variant's beside it) and, on CUDA, whether it fits an A10G
 (24 GB: 21.5 GiB reserved leaves room for the CUDA context).
@@ -56,9 +57,10 @@ def sizes(smoke: bool) -> dict:
     if smoke:
         return {"weeks": "1000-1005", "tiny_weeks": "1000-1011", "sft_steps": 2, "grpo_steps": 1, "gate_weeks": 2,
                 "play_weeks": 2, "new_tokens": 4, "tiny_sft": {"max_steps": 4, "short_context_steps": 2, "logging_steps": 1},
-                "tiny_grpo": {"max_steps": 1, "validation_weeks": 2, "student_episodes": 1, "max_completion_length": 8}}
+                "tiny_grpo": {"max_steps": 1, "validation_weeks": 2, "student_episodes": 1, "max_completion_length": 8},
+                "tiny_play_weeks": 2}
     return {"weeks": "1000-1047", "tiny_weeks": "1000-2999", "sft_steps": 8, "grpo_steps": 2, "gate_weeks": 4,
-            "play_weeks": 8, "new_tokens": 12, "tiny_sft": {}, "tiny_grpo": {}}
+            "play_weeks": 8, "new_tokens": 12, "tiny_sft": {}, "tiny_grpo": {}, "tiny_play_weeks": 64}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -306,7 +308,37 @@ def stage_tiny(work: Path, smoke: bool, device: str) -> dict:
             "sft_valid_answer_rate": sft["valid_answer_rate_after"], "grpo_steps": grpo["steps"],
             "grpo_s_per_step": round(runtime / max(grpo["steps"], 1), 3) if runtime else None,
             "gate_weeks": gate.get("weeks"), "gate_s": gate.get("wall_s"), "gate_difference": gate.get("difference"),
-            "gate_difference_se": gate.get("difference_se")}
+            "gate_difference_se": gate.get("difference_se"), "play": tiny_play(sft["model_dir"], size["tiny_play_weeks"], device)}
+
+
+def tiny_play(model_dir: str, weeks: int, device: str) -> dict:
+    """The tiny SFT student's greedy play as evaluation plays it, with the belief's sum (its default on
+    a linear chain) and without, in that order in this process: seconds, v3, belief MAE, and the
+    paired v3 difference. The sum's processor reads tokens back on the host at each decode step."""
+    import numpy as np
+    import torch
+
+    from rhythm_core.agents.rollout import rollout
+    from rhythm_core.graders import get_grader
+    from rhythm_core.training.generation import SamplingConfig
+    from rhythm_core.training.models import checkpoint_info
+    from rhythm_core.training.policy import LLMPolicyAgent
+
+    seeds = np.arange(9500, 9500 + weeks)  # continuous training seeds no recipe trains on
+    figures, scores = {"readout_form": checkpoint_info(model_dir).get("readout_form"), "weeks": weeks}, {}
+    for label, sum_beliefs in (("sum", True), ("no_sum", False)):
+        agent = LLMPolicyAgent.from_checkpoint(model_dir, sampling=SamplingConfig(temperature=0.0), sum_beliefs=sum_beliefs)
+        started = time.perf_counter()
+        episodes = rollout(agent, "continuous", seeds)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        scores[label] = get_grader("v3").grade_batch(episodes)[0]
+        figures[label] = {"s": round(time.perf_counter() - started, 2), "v3": round(float(scores[label].mean()), 4),
+                          "belief_mae": round(float(np.nanmean(episodes.belief_mae())), 4)}
+    diff = scores["sum"] - scores["no_sum"]
+    figures["sum_minus_no_sum"] = round(float(diff.mean()), 4)
+    figures["sum_minus_no_sum_se"] = round(float(diff.std(ddof=1) / np.sqrt(len(diff))), 4) if len(diff) > 1 else None
+    return figures
 
 
 def _read(work: Path, stage: str) -> dict:

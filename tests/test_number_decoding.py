@@ -110,6 +110,14 @@ def test_greedy_decoding_writes_the_sum_where_the_model_would_misadd():
     assert tok.decode([int(processor(ids, text).argmax())]) == "SLEEP"
     first = torch.tensor([tok(_answer((0.12, 0.0, 0.0)), add_special_tokens=False)["input_ids"]])
     assert tok.decode([int(processor(first, _scores(tok, {"0.41": 0.9, "0.52": 0.1})).argmax())]) == "0.41"
+    # a batch: each row its own sum, also where the previous answer lies beyond the short window read first
+    far = _answer((0.0, 0.0, 0.0), ("0.4", "0.5", "0.5")) + "\nNAP anomaly" + " vita +0.03" * 25 + "\n" + _answer((0.12, 0.0, 0.0))
+    far_ids = tok(far, add_special_tokens=False)["input_ids"]
+    assert '"work":0.5}' not in tok.decode(far_ids[-128:]) and len(far_ids) <= 256
+    near_ids = ([tok.pad_token_id or 0] * len(far_ids) + ids[0].tolist())[-len(far_ids):]
+    batch = torch.cat([_scores(tok, {"0.41": 0.7, "0.52": 0.2}), _scores(tok, {"0.6": 0.9, "0.52": 0.1})])
+    chosen = processor(torch.tensor([far_ids, near_ids]), batch).argmax(dim=1)
+    assert [tok.decode([int(i)]) for i in chosen] == ["0.52", "0.52"]
     assert len(number_processors(SamplingConfig(), tok, sum_beliefs=True)) == 2
     assert len(number_processors(SamplingConfig(), tok)) == 1
     assert belief_sum_processor(train_tokenizer(["no digits in this text at all"] * 5)) is None

@@ -81,9 +81,10 @@ _BELIEF_KEY = re.compile(r'"(' + "|".join(BELIEF_DIMS) + r')":\s*$')
 _STATED_BELIEF = re.compile(r'"belief":\s*\{' + r",\s*".join(f'"{d}":\\s*(\\d(?:\\.\\d+)?)' for d in BELIEF_DIMS) + r"\}")
 # The "evidence" increments inside an answer: "social +0.01 morning +0.00 work -0.05".
 INCREMENT_NUMBER = re.compile(r'(?<=[" ])(' + "|".join(BELIEF_DIMS) + r") ([+-]\d+\.\d+)")
-# Tokens of context read back to find the previous answer: a user turn and an answer of the tiny
-# student are ~22 and ~13.
-_CONTEXT_TOKENS = 256
+# Tokens of context read back to find the previous answer: the demo student's previous belief lies
+# 30-48 tokens back (a user turn and an answer are ~22 and ~13), and a malformed previous answer sends
+# the search further. Decoding is the processor's cost, so the short window is read first.
+_SHORT_CONTEXT_TOKENS, _CONTEXT_TOKENS = 128, 256
 
 
 def belief_sum(context: str) -> tuple[str, float] | None:
@@ -122,19 +123,36 @@ def belief_sum_processor(tokenizer):
         ids_of.setdefault(round(value, 2), []).append(i)
     is_belief = torch.zeros(len(tokenizer), dtype=torch.bool)
     is_belief[belief_ids] = True
+    on_device: dict = {}  # device -> is_belief there, copied once
 
     class BeliefSum(LogitsProcessor):
+        # One read from the device and one write per step, whatever the rows: on CUDA each per-row
+        # read waits for the device (benchmarks/README.md, "The belief's sum on a GPU").
         def __call__(self, input_ids, scores):
-            top = scores.argmax(dim=1).cpu()
-            rows = ((top < len(is_belief)) & is_belief[top.clamp(max=len(is_belief) - 1)]).nonzero().flatten()
-            for row in rows.tolist():
-                context = tokenizer.decode(input_ids[row, -_CONTEXT_TOKENS:].tolist(), skip_special_tokens=True)
-                found = belief_sum(context)
-                if found is None or found[1] not in ids_of:
-                    continue
-                ids = ids_of[found[1]]  # "0.5" and "0.50" alike: the one the model prefers
-                chosen = max(ids, key=lambda i: float(scores[row, i]))
-                scores[row, chosen] = scores[row].max() + 1.0
+            if scores.device not in on_device:
+                on_device[scores.device] = is_belief.to(scores.device)
+            flags = on_device[scores.device]
+            top = scores.argmax(dim=1)
+            rows = ((top < len(flags)) & flags[top.clamp(max=len(flags) - 1)]).nonzero().flatten()
+            if not len(rows):
+                return scores
+            contexts = input_ids[rows, -_CONTEXT_TOKENS:].tolist()
+            picked_rows, wanted = [], []
+            for k, context in enumerate(contexts):
+                # the longer window finds what the shorter one does whenever the shorter finds anything
+                found = (belief_sum(tokenizer.decode(context[-_SHORT_CONTEXT_TOKENS:], skip_special_tokens=True))
+                         or belief_sum(tokenizer.decode(context, skip_special_tokens=True)))
+                if found is not None and found[1] in ids_of:
+                    picked_rows.append(k)
+                    wanted.append(ids_of[found[1]])
+            if not wanted:
+                return scores
+            picked = rows[picked_rows]
+            # "0.5" and "0.50" alike: the one the model prefers
+            width = max(len(ids) for ids in wanted)
+            candidates = torch.tensor([ids + ids[:1] * (width - len(ids)) for ids in wanted], device=scores.device)
+            chosen = candidates.gather(1, scores[picked[:, None], candidates].argmax(dim=1, keepdim=True)).flatten()
+            scores[picked, chosen] = scores[picked].max(dim=1).values + 1.0
             return scores
 
     return BeliefSum()
