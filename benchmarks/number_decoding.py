@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-MODES = ("argmax", "median", "mean", "median_sum", "median_nosum")
+MODES = ("argmax", "median", "mean", "median_sum", "median_nosum", "mean_sum")
 
 
 def mean_processor(tokenizer):
@@ -49,7 +49,8 @@ def numbers_as(mode: str):
     """A context in which greedy play writes numbers as `mode` says: "median" is the product's decoding
     (each belief the previous one plus the increment where the checkpoint learned the linear chain);
     "median_sum" / "median_nosum" the median with the belief's sum on / off whatever the checkpoint
-    says; "argmax" (plain greedy) and "mean" swap the product's hook (`generation.number_processors`)."""
+    says; "argmax" (plain greedy), "mean" and "mean_sum" (the mean, each belief the sum) swap the
+    product's hook (`generation.number_processors`)."""
     from unittest import mock
 
     from transformers import LogitsProcessorList
@@ -67,6 +68,11 @@ def numbers_as(mode: str):
     if mode == "mean":
         return mock.patch.object(generation, "number_processors",
                                  lambda sampling, tokenizer, _sum=False: LogitsProcessorList([mean_processor(tokenizer)]))
+    if mode == "mean_sum":  # the increments as the mean, each belief their sum
+        from rhythm_core.training.number_decoding import belief_sum_processor
+
+        return mock.patch.object(generation, "number_processors", lambda sampling, tokenizer, _sum=False: LogitsProcessorList(
+            [mean_processor(tokenizer), belief_sum_processor(tokenizer)]))
     raise ValueError(f"unknown mode {mode!r}; allowed: {', '.join(MODES)}")
 
 

@@ -110,3 +110,40 @@ def test_dagster_fails_a_blocking_check_and_the_downstream_step_on_a_tampered_ar
     failure = next(e for e in downstream.all_events if e.is_step_failure)
     assert "changed after it was published" in failure.step_failure_data.error.to_string()
     assert FILES_MANIFEST not in os.listdir(tmp_path)
+
+
+def _trained(tmp_path, name: str, *, weights: bytes = b"weights", train_s: float = 1.0, readout_form="linear"):
+    """A training run's staged folder as SFT leaves it (result.json, model/ with weights, tokenizer, record)."""
+    import json
+
+    staged = tmp_path / name
+    (staged / "model").mkdir(parents=True)
+    (staged / "model" / "model.safetensors").write_bytes(weights)
+    (staged / "model" / "tokenizer.json").write_text('{"vocab": {}}')
+    record = {"prompt_format": "chat_labeled", "readout_form": readout_form, "metrics": {"train_s": train_s}}
+    (staged / "model" / "rhythm_checkpoint.json").write_text(json.dumps(record))
+    (staged / "result.json").write_text(json.dumps({"model_dir": str(staged / "model"), "train_s": train_s}))
+    return staged
+
+
+def test_a_retrained_checkpoint_never_rewrites_its_published_version(tmp_path):
+    """The version names how a student plays (weights, tokenizer, the record's decoding fields): a rerun
+    that plays the same keeps the published folder as it was and reports its own figures; a record that
+    plays otherwise is a new version; a damaged earlier copy is replaced."""
+    import json
+
+    from rhythm_core.training.publish import publish_checkpoint
+
+    root = tmp_path / "root"
+    first = publish_checkpoint(_trained(tmp_path, "a", train_s=1.0), root, "sft_checkpoint")
+    assert not first["kept_published"] and json.loads((root / "sft_checkpoint" / first["version"] / "result.json").read_text())["train_s"] == 1.0
+    again = publish_checkpoint(_trained(tmp_path, "b", train_s=2.0), root, "sft_checkpoint")
+    assert again["version"] == first["version"] and again["kept_published"] and again["train_s"] == 2.0
+    assert again["files_digest"] == first["files_digest"] and not (tmp_path / "b").exists()
+    assert json.loads((root / "sft_checkpoint" / first["version"] / "result.json").read_text())["train_s"] == 1.0
+    other = publish_checkpoint(_trained(tmp_path, "c", readout_form="innovation"), root, "sft_checkpoint")
+    assert other["version"] != first["version"] and not other["kept_published"]  # same weights, other play
+    (root / "sft_checkpoint" / first["version"] / "model" / "tokenizer.json").write_text("damaged")
+    repaired = publish_checkpoint(_trained(tmp_path, "d", train_s=3.0), root, "sft_checkpoint")
+    assert repaired["version"] == first["version"] and not repaired["kept_published"]
+    assert verify_artifact(repaired["path"], repaired["files_digest"]) == repaired["files_digest"]

@@ -1,14 +1,30 @@
-"""Publishing a trained stage: its folder renamed under `<root>/<stage>/<weights hash>/`, and
-a checkpoint pushed to a Hub model repo."""
+"""Publishing a trained stage: its folder renamed under `<root>/<stage>/<version>/`, the version
+naming the student as it plays, and a checkpoint pushed to a Hub model repo."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from ..artifacts import files_digest, publish_dir, rebase_paths, sha256_file, staging, write_result
+from ..artifacts import (
+    ArtifactChanged,
+    files_digest,
+    publish_dir,
+    rebase_paths,
+    sha256_file,
+    staging,
+    verify_artifact,
+    write_result,
+)
+from ..outputs import artifact_root, is_artifact
+
+# Beside the weights, what decides how a published student plays: the files that load it and the
+# fields of its record that players read (policy.LLMPolicyAgent.from_checkpoint).
+PLAY_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
+PLAY_FIELDS = ("max_answer_tokens", "prompt_format", "prompt_variant", "readout_form", "reasoning")
 
 
 def train_and_publish(root, stage: str, train: Callable[[Path], None]) -> dict:
@@ -19,23 +35,55 @@ def train_and_publish(root, stage: str, train: Callable[[Path], None]) -> dict:
         return publish_checkpoint(staged, root, stage)
 
 
-def publish_checkpoint(staged, root, stage: str) -> dict:
-    """Publish a trained stage's directory under <root>/<stage>/<weights hash>; returns result.json
-    with its paths rewritten to the published location."""
-    staged = Path(staged)
-    result = json.loads((staged / "result.json").read_text())
-    weights = sorted((staged / "model").glob("*.safetensors"))
+def checkpoint_version(model_dir) -> str:
+    """A saved student's version: its weights, the `PLAY_FILES` it has and its record's `PLAY_FIELDS`.
+    A retrained student that plays the same has the same version; one whose tokenizer or record
+    changed (a new decoding field, say) has another, even with the same weights."""
+    model_dir = Path(model_dir)
+    weights = sorted(model_dir.glob("*.safetensors"))
     if not weights:
-        raise FileNotFoundError(f"{staged / 'model'}: the training run saved no *.safetensors weights")
+        raise FileNotFoundError(f"{model_dir}: the training run saved no *.safetensors weights")
     digest = hashlib.sha256()
     for w in weights:
         digest.update(sha256_file(w).encode())
-    version = digest.hexdigest()[:16]
+    for name in PLAY_FILES:
+        if (model_dir / name).is_file():
+            digest.update(f"{name}:{sha256_file(model_dir / name)}".encode())
+    record = model_dir / "rhythm_checkpoint.json"
+    if record.is_file():
+        info = json.loads(record.read_text())
+        digest.update(json.dumps({k: info.get(k) for k in PLAY_FIELDS}, sort_keys=True).encode())
+    return digest.hexdigest()[:16]
+
+
+def _intact(folder: Path) -> bool:
+    if not is_artifact(folder, "checkpoint") or artifact_root(folder) != folder.absolute():
+        return False
+    try:
+        verify_artifact(folder)
+    except ArtifactChanged:
+        return False
+    return True
+
+
+def publish_checkpoint(staged, root, stage: str) -> dict:
+    """Publish a trained stage's directory under <root>/<stage>/<version>; returns result.json with
+    its paths rewritten to the published location. Where that version is already published and
+    intact it stays as it is (a published artifact never changes under its version) and the new
+    folder is dropped: the result is this run's figures, `kept_published` True, the files the first's."""
+    staged = Path(staged)
+    result = json.loads((staged / "result.json").read_text())
+    version = checkpoint_version(staged / "model")
     final = Path(root) / stage / version
     result = rebase_paths(result, staged, final)
+    if _intact(final):
+        shutil.rmtree(staged)
+        return {**result, "version": version, "path": str(final), "files_digest": files_digest(final),
+                "kept_published": True}
     write_result(staged, result)  # its paths as published, before the files are recorded
-    publish_dir(staged, final, kind="checkpoint", published=True)
-    return {**result, "version": version, "path": str(final), "files_digest": files_digest(final)}
+    publish_dir(staged, final, kind="checkpoint", published=True)  # a damaged earlier copy is replaced
+    return {**result, "version": version, "path": str(final), "files_digest": files_digest(final),
+            "kept_published": False}
 
 
 def push_checkpoint(model_dir, repo_id: str, *, api, private: bool = True) -> dict:

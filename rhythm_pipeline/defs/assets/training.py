@@ -117,7 +117,8 @@ def sft_checkpoint(context: dg.AssetExecutionContext, config: SftCheckpointConfi
         "valid_answer_rate_after": result["valid_answer_rate_after"],
         # how long the examples may be, and how many conversations were cut to it (0: none)
         **{k: result[k] for k in ("max_length", "longest_conversation_tokens", "conversations_over_max_length")},
-        "wall_s": result["wall_s"], **_compute_metadata(result, compute), "teacher": provenance["teacher"], **tracked,
+        "wall_s": result["wall_s"], "kept_published": result["kept_published"], **_compute_metadata(result, compute),
+        "teacher": provenance["teacher"], **tracked,
         **_speedup_metadata(result),
         **lineage_metadata(context, {"sft_dataset": sft_dataset}, config),
     }
@@ -173,7 +174,8 @@ def grpo_checkpoint(context: dg.AssetExecutionContext, config: GrpoCheckpointCon
         **{key: result[key] for key in ("mean_frac_groups_zero_reward_std", "mean_kl", "mean_answer_validity",
                                         "mean_action_value") if result.get(key) is not None},
         **_validation_metadata(result.get("validation")),
-        "device": result["device"], "wall_s": result["wall_s"], "reward_grader": config.reward_grader,
+        "device": result["device"], "wall_s": result["wall_s"], "kept_published": result["kept_published"],
+        "reward_grader": config.reward_grader,
         **_speedup_metadata(result),
         "base_model": sft_checkpoint.get("base_model"), **_compute_metadata(result, compute), **tracked,
         **lineage_metadata(context, {"sft_checkpoint": sft_checkpoint, "sft_dataset": sft_dataset}, config),
