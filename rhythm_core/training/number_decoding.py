@@ -127,7 +127,7 @@ def belief_sum_processor(tokenizer):
 
     class BeliefSum(LogitsProcessor):
         # One read from the device and one write per step, whatever the rows: on CUDA each per-row
-        # read waits for the device (benchmarks/README.md, "The belief's sum on a GPU").
+        # read waits for the device (benchmarks/README.md, "The third GPU session").
         def __call__(self, input_ids, scores):
             if scores.device not in on_device:
                 on_device[scores.device] = is_belief.to(scores.device)
