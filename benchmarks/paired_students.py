@@ -2,6 +2,7 @@
 
     python benchmarks/paired_students.py --a NAME=MODEL_DIR,... --b NAME=MODEL_DIR,... [--windows 0,5,7,8,9]
         [--reference bayes] [--out scores.json] [--a-numbers argmax|median|mean] [--b-numbers ...]
+    python benchmarks/paired_students.py --a - --b - --components-of scores.json
 
 `--a` and `--b` list students in pairs (the i-th of each trained alike but for the recipe's change,
 e.g. the same SFT seed; or the same students, `--a-numbers argmax` against the product's median
@@ -11,8 +12,9 @@ final belief MAE, pooled over the windows' weeks, with its standard error. A win
 15 to 100 weeks, too few to tell a +0.01 recipe from noise; pooled over five windows and two pairs
 it is 150 to 1,000 paired weeks. A second table gives every student's paired difference from a
 reference agent (`--reference`, the Bayesian teacher by default; '' for none) per window and pooled,
-with the count of window cells above it. Per-week figures go to `--out` as JSON. Prints figures;
-asserts nothing.
+with the count of window cells above it, and a third splits each pooled difference into v3's belief
+component and the rest, what the actions earned (`--components-of scores.json` prints only that, from
+a saved run). Per-week figures go to `--out` as JSON. Prints figures; asserts nothing.
 """
 
 from __future__ import annotations
@@ -71,6 +73,25 @@ def reference_table(figures: dict, spans: dict, reference: str, students: list[s
         print(f"| windows above | {condition} | | " + " | ".join(f"{above[n]} of {len(spans[condition])}" for n in students) + " |")
 
 
+def component_table(figures: dict, reference: str, students: list[str]) -> None:
+    """Each student's pooled difference from the reference split in two: v3's belief component
+    (`belief_skill`: −weight × Δ belief MAE / the condition's prior MAE, per week) and the rest, what
+    the actions earned (wellbeing, progress, crash avoidance)."""
+    from rhythm_core.graders import get_grader
+    from rhythm_core.graders.v3 import prior_stats
+
+    weight = get_grader("v3").weights["belief_skill"]
+    print(f"\n| condition | student | v3 Δ from {reference} | belief component | the rest (actions) |\n|---|---|---|---|---|")
+    for condition, by_name in figures.items():
+        prior_mae = prior_stats(condition)[1]
+        ref_v3, ref_mae = (np.asarray(x, dtype=float) for x in by_name[reference])
+        for name in students:
+            v3, mae = (np.asarray(x, dtype=float) for x in by_name[name])
+            belief = -weight * (np.nan_to_num(mae, nan=prior_mae) - np.nan_to_num(ref_mae, nan=prior_mae)) / prior_mae
+            print(f"| {condition} | {name} | {_difference(v3 - ref_v3)} | {_difference(belief)} | "
+                  f"{_difference(v3 - ref_v3 - belief)} |")
+
+
 def _students(spec: str) -> list[tuple[str, str]]:
     return [tuple(item.split("=", 1)) for item in spec.split(",") if item]
 
@@ -89,7 +110,13 @@ def main(argv=None) -> None:
     p.add_argument("--out", type=Path, help="write the per-week figures here (JSON)")
     p.add_argument("--a-numbers", default="median", choices=MODES, help="how --a's students write numbers")
     p.add_argument("--b-numbers", default="median", choices=MODES, help="how --b's students write numbers")
+    p.add_argument("--components-of", type=Path, help="print only the split of every student's difference from "
+                   "the reference in a saved --out file, playing nothing")
     args = p.parse_args(argv)
+    if args.components_of:
+        figures = json.loads(args.components_of.read_text())
+        component_table(figures, args.reference, [n for n in next(iter(figures.values())) if n != args.reference])
+        return
     a, b = _students(args.a), _students(args.b)
     if len(a) != len(b) or not a:
         raise SystemExit("--a and --b need the same number of students, at least one")
@@ -131,6 +158,7 @@ def main(argv=None) -> None:
             print(f"| {condition} | {label} | {len(scores)} | {_difference(scores)} | {_difference(errors)} |")
     if args.reference:
         reference_table(figures, spans, args.reference, [name for name, _ in a + b])
+        component_table(figures, args.reference, [name for name, _ in a + b])
 
 
 if __name__ == "__main__":
