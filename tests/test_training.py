@@ -275,7 +275,7 @@ def test_the_recipe_trains_in_two_phases_plays_its_own_conversation_and_feeds_gr
     from rhythm_core.teacher.settings import TeacherSettings
     from rhythm_core.teacher.trajectories import read_trajectories
     from rhythm_core.training.generation import SamplingConfig
-    from rhythm_core.training.grpo import GRPORunConfig, _teacher_prompts, build_prompt_dataset
+    from rhythm_core.training.grpo import GRPORunConfig, _teacher_prompts, build_prompt_dataset, run_grpo
     from rhythm_core.training.policy import LLMPolicyAgent
     from rhythm_core.training.sft import SFTRunConfig, run_sft, with_system_prompt
 
@@ -295,6 +295,13 @@ def test_the_recipe_trains_in_two_phases_plays_its_own_conversation_and_feeds_gr
     assert phases == ["short_context"] * 3 + [None] * 4
     info = json.loads(open(result["model_dir"] + "/rhythm_checkpoint.json").read())
     assert (info["prompt_format"], info["reasoning"]) == ("chat_labeled", "evidence")
+
+    # GRPO's student keeps its SFT start's chain, so it too writes each belief as the sum
+    grpo = run_grpo(GRPORunConfig(max_steps=1, teacher_prompts=2, student_episodes=1, validation_weeks=0,
+                                  temperature=0.8), tmp_path / "sft", result["model_dir"], tmp_path / "grpo_out")
+    assert json.loads(open(grpo["model_dir"] + "/rhythm_checkpoint.json").read())["readout_form"] == "linear"
+    assert LLMPolicyAgent.from_checkpoint(grpo["model_dir"], sampling=SamplingConfig(max_new_tokens=4)).sum_beliefs
+
     # snapshots along the run (benchmarks/time_to_skill.py), one in each phase, each a playable checkpoint
     for step in (2, 5):
         snap = json.loads(open(f"{result['path']}/snapshots/step-{step}/rhythm_checkpoint.json").read())
@@ -358,6 +365,7 @@ def test_the_recipe_trains_in_two_phases_plays_its_own_conversation_and_feeds_gr
         assert row["prompt"][-1]["role"] == "user" and row["prompt"][0]["role"] == "system"
         assert sum(m["role"] == "user" for m in row["prompt"]) == row["step"] + 1
         assert EnvState.from_json(row["env_state"]).step == row["step"]
+
 
 
 def test_numeric_embeddings_put_near_values_near_each_other():
