@@ -39,6 +39,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # rhythm_core, and the Qwen2 stand-in under tests/
+sys.path.insert(0, str(ROOT / "benchmarks"))  # number_decoding's play
 
 # stage -> (the stages it needs, budget in seconds on CUDA, budget in the CPU smoke form). The smoke
 # form's budgets only catch a hang: a stage of ~10 s took 90 s on this 2-core CPU under other load.
@@ -308,33 +309,24 @@ def stage_tiny(work: Path, smoke: bool, device: str) -> dict:
             "sft_valid_answer_rate": sft["valid_answer_rate_after"], "grpo_steps": grpo["steps"],
             "grpo_s_per_step": round(runtime / max(grpo["steps"], 1), 3) if runtime else None,
             "gate_weeks": gate.get("weeks"), "gate_s": gate.get("wall_s"), "gate_difference": gate.get("difference"),
-            "gate_difference_se": gate.get("difference_se"), "play": tiny_play(sft["model_dir"], size["tiny_play_weeks"], device)}
+            "gate_difference_se": gate.get("difference_se"), "play": tiny_play(sft["model_dir"], size["tiny_play_weeks"])}
 
 
-def tiny_play(model_dir: str, weeks: int, device: str) -> dict:
-    """The tiny SFT student's greedy play as evaluation plays it, with the belief's sum (its default on
-    a linear chain) and without, in that order in this process: seconds, v3, belief MAE, and the
-    paired v3 difference. The sum's processor reads tokens back on the host at each decode step."""
+def tiny_play(model_dir: str, weeks: int) -> dict:
+    """The tiny SFT student's greedy play (benchmarks/number_decoding.py) with the belief's sum (its
+    default on a linear chain) and without, in that order in this process: seconds, v3, belief MAE, and
+    the paired v3 difference. The sum's processor reads tokens back on the host at each decode step."""
     import numpy as np
-    import torch
+    from number_decoding import play
 
-    from rhythm_core.agents.rollout import rollout
-    from rhythm_core.graders import get_grader
-    from rhythm_core.training.generation import SamplingConfig
     from rhythm_core.training.models import checkpoint_info
-    from rhythm_core.training.policy import LLMPolicyAgent
 
     seeds = np.arange(9500, 9500 + weeks)  # continuous training seeds no recipe trains on
     figures, scores = {"readout_form": checkpoint_info(model_dir).get("readout_form"), "weeks": weeks}, {}
-    for label, sum_beliefs in (("sum", True), ("no_sum", False)):
-        agent = LLMPolicyAgent.from_checkpoint(model_dir, sampling=SamplingConfig(temperature=0.0), sum_beliefs=sum_beliefs)
-        started = time.perf_counter()
-        episodes = rollout(agent, "continuous", seeds)
-        if device == "cuda":
-            torch.cuda.synchronize()
-        scores[label] = get_grader("v3").grade_batch(episodes)[0]
-        figures[label] = {"s": round(time.perf_counter() - started, 2), "v3": round(float(scores[label].mean()), 4),
-                          "belief_mae": round(float(np.nanmean(episodes.belief_mae())), 4)}
+    for label, mode in (("sum", "median_sum"), ("no_sum", "median_nosum")):
+        scores[label], mae, wall = play(model_dir, seeds, mode)  # its last step reads the answers back: synchronized
+        figures[label] = {"s": round(wall, 2), "v3": round(float(scores[label].mean()), 4),
+                          "belief_mae": round(float(np.nanmean(mae)), 4)}
     diff = scores["sum"] - scores["no_sum"]
     figures["sum_minus_no_sum"] = round(float(diff.mean()), 4)
     figures["sum_minus_no_sum_se"] = round(float(diff.std(ddof=1) / np.sqrt(len(diff))), 4) if len(diff) > 1 else None

@@ -2,7 +2,7 @@
 
     python benchmarks/paired_students.py --a NAME=MODEL_DIR,... --b NAME=MODEL_DIR,... [--windows 0,5,7,8,9]
         [--reference bayes] [--out scores.json] [--a-numbers argmax|median|mean] [--b-numbers ...]
-    python benchmarks/paired_students.py --a - --b - --components-of scores.json
+    python benchmarks/paired_students.py --components-of scores.json
 
 `--a` and `--b` list students in pairs (the i-th of each trained alike but for the recipe's change,
 e.g. the same SFT seed; or the same students, `--a-numbers argmax` against the product's median
@@ -102,8 +102,8 @@ def _difference(diff: np.ndarray) -> str:
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--a", required=True, help="the reference recipe's students: name=model_dir,...")
-    p.add_argument("--b", required=True, help="the other recipe's students, in the same order")
+    p.add_argument("--a", default="", help="the reference recipe's students: name=model_dir,...")
+    p.add_argument("--b", default="", help="the other recipe's students, in the same order")
     p.add_argument("--windows", default="0,5,7,8,9")
     p.add_argument("--reference", default="bayes", help="a reference agent every student is also compared with "
                    "('' for none)")

@@ -367,7 +367,6 @@ def test_the_recipe_trains_in_two_phases_plays_its_own_conversation_and_feeds_gr
         assert EnvState.from_json(row["env_state"]).step == row["step"]
 
 
-
 def test_numeric_embeddings_put_near_values_near_each_other():
     import torch
 
