@@ -301,6 +301,17 @@ def test_rollouts_hold_no_grader_output_and_regrade_without_models(evaluated):
     assert files["student__continuous.jsonl"]["belief_sum"] is False and "belief_sum" not in files["bayes__continuous.jsonl"]
 
 
+def test_a_students_manifest_entry_says_whether_it_wrote_each_belief_as_the_sum(sft_result, tmp_path):
+    from rhythm_core.evaluation.rollouts import _play_file
+
+    for summed in (True, False):
+        (tmp_path / str(summed)).mkdir()
+        make = lambda s=summed: LLMPolicyAgent.from_checkpoint(  # noqa: E731
+            sft_result[0]["model_dir"], sampling=SamplingConfig(max_new_tokens=8), sum_beliefs=s)
+        _, entry, _ = _play_file("student", make, {"id": "student"}, "continuous", [0], tmp_path / str(summed))
+        assert entry["belief_sum"] is summed
+
+
 def test_corrupt_checkpoint_fails_clearly_and_publishes_nothing(tmp_path):
     bad = tmp_path / "ckpt"
     bad.mkdir()
