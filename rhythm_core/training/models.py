@@ -93,6 +93,17 @@ def _load(path_or_id: str, for_training: bool, full_parameters: bool):
     return model, tokenizer
 
 
+# The fields of a checkpoint's record that decide how it plays: all a player reads (`play_info`), and
+# what its version names beside its files (publish.checkpoint_version).
+PLAY_FIELDS = ("max_answer_tokens", "prompt_format", "prompt_variant", "readout_form", "reasoning")
+
+
 def checkpoint_info(path) -> dict:
     info = Path(path) / "rhythm_checkpoint.json"
     return json.loads(info.read_text()) if info.exists() else {}
+
+
+def play_info(path) -> dict:
+    """The `PLAY_FIELDS` of a checkpoint's record (None where it has none)."""
+    info = checkpoint_info(path)
+    return {k: info.get(k) for k in PLAY_FIELDS}

@@ -23,7 +23,7 @@ from ..protocol import (
     render_conversation,
 )
 from .generation import SamplingConfig, generate_answers
-from .models import checkpoint_info, load_model_and_tokenizer
+from .models import load_model_and_tokenizer, play_info
 from .prompt_cache import PromptCache, prompt_cache_budget, supports_prompt_cache
 from .prompt_tokens import ConversationTokens, extends_by_message
 
@@ -54,15 +54,15 @@ class LLMPolicyAgent(Agent):
         if loaded is None:
             verify_artifact(path)  # the checkpoint as it was published
         model, tokenizer = loaded or load_model_and_tokenizer(str(path))
-        info = checkpoint_info(path)
+        info = play_info(path)  # only what the checkpoint's version names
         sampling = kwargs.pop("sampling", None) or SamplingConfig()
-        if sampling.max_new_tokens is None and info.get("max_answer_tokens"):
+        if sampling.max_new_tokens is None and info["max_answer_tokens"]:
             sampling = SamplingConfig(**{**sampling.__dict__, "max_new_tokens": int(1.5 * info["max_answer_tokens"])})
-        variant = kwargs.pop("variant", info.get("prompt_variant", "full"))
+        variant = kwargs.pop("variant", info["prompt_variant"] or "full")
         prompt_format = kwargs.pop("prompt_format", DatasetFormat.from_info(info).prompt_format)
         # a linear chain's belief is the previous plus the increment; the innovation chain's students
         # lost with it (benchmarks/README.md, "The belief as the sum of the student's own reasoning")
-        sum_beliefs = kwargs.pop("sum_beliefs", info.get("readout_form") == "linear")
+        sum_beliefs = kwargs.pop("sum_beliefs", info["readout_form"] == "linear")
         return cls(model, tokenizer, sampling=sampling, variant=variant, prompt_format=prompt_format,
                    sum_beliefs=sum_beliefs, **kwargs)
 

@@ -20,11 +20,11 @@ from ..artifacts import (
     write_result,
 )
 from ..outputs import artifact_root, is_artifact
+from .models import play_info
 
-# Beside the weights, what decides how a published student plays: the files that load it and the
-# fields of its record that players read (policy.LLMPolicyAgent.from_checkpoint).
+# Beside the weights and the record's PLAY_FIELDS, what decides how a published student plays: the
+# files that load it.
 PLAY_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
-PLAY_FIELDS = ("max_answer_tokens", "prompt_format", "prompt_variant", "readout_form", "reasoning")
 
 
 def train_and_publish(root, stage: str, train: Callable[[Path], None]) -> dict:
@@ -49,10 +49,8 @@ def checkpoint_version(model_dir) -> str:
     for name in PLAY_FILES:
         if (model_dir / name).is_file():
             digest.update(f"{name}:{sha256_file(model_dir / name)}".encode())
-    record = model_dir / "rhythm_checkpoint.json"
-    if record.is_file():
-        info = json.loads(record.read_text())
-        digest.update(json.dumps({k: info.get(k) for k in PLAY_FIELDS}, sort_keys=True).encode())
+    if (model_dir / "rhythm_checkpoint.json").is_file():
+        digest.update(json.dumps(play_info(model_dir), sort_keys=True).encode())
     return digest.hexdigest()[:16]
 
 
