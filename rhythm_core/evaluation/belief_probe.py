@@ -19,7 +19,6 @@ the part that needs inference; the belief after it is copying and adding.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import numpy as np
 
@@ -77,7 +76,7 @@ def belief_probe(model_dir, dataset_dir, *, episodes: int = 20, split: str = "va
 
     from ..data.sft_dataset import dataset_format
     from ..protocol import CHAT_FORMATS
-    from ..training.models import checkpoint_info, load_model_and_tokenizer
+    from ..training.models import load_model_and_tokenizer, play_info
     from ..training.sft import with_system_prompt
 
     data = datasets.load_from_disk(str(dataset_dir), keep_in_memory=True)  # its map writes no cache into the artifact
@@ -86,8 +85,8 @@ def belief_probe(model_dir, dataset_dir, *, episodes: int = 20, split: str = "va
                          f"prompt_format is {dataset_format(data).prompt_format!r}, not one of {', '.join(CHAT_FORMATS)}")
     rows = data[split]
     rows = rows.select(range(min(episodes, len(rows))))
-    info = checkpoint_info(Path(model_dir))
-    rows = with_system_prompt(rows.select_columns(["messages", "true_belief"]), info.get("prompt_variant", "full"))
+    variant = play_info(model_dir)["prompt_variant"] or "full"  # as the student plays (LLMPolicyAgent.from_checkpoint)
+    rows = with_system_prompt(rows.select_columns(["messages", "true_belief"]), variant)
     model, tokenizer = load_model_and_tokenizer(str(model_dir))
     model.eval()
     truth_err, probe_gap, copy_gap, teacher_err, numbers_seen = [], [], [], [], []
