@@ -12,8 +12,9 @@ stated belief with "previous stated belief + the chain's increment for this step
 chain the increment the chain took from its own previous belief) and prints the mean
 signed error by the band the previous belief lies in: a student shy of rare numbers pulls beliefs
 beyond 0.3 / 0.7 back towards 0.5. Per increment the chain takes it prints the mean increment the
-student wrote and how often it wrote the chain's exactly (where its increments fall short). The default seeds are the tuning set (continuous training seeds);
-other conditions' seeds are evaluation seeds, to look at, not to tune on. Prints figures; asserts nothing.
+student wrote and how often it wrote the chain's exactly (where its increments fall short). The
+default seeds are the tuning set (continuous training seeds); other conditions' seeds are evaluation
+seeds, to look at, not to tune on. Prints figures; asserts nothing.
 """
 
 from __future__ import annotations
@@ -29,6 +30,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 BANDS = ((0.0, 0.1), (0.1, 0.3), (0.3, 0.7), (0.7, 0.9), (0.9, 1.01))
 STEPS_SHOWN = (1, 2, 4, 8, 14, 27)
+
+
+def increment_table(written: np.ndarray, chain: np.ndarray) -> dict:
+    """Per increment the chain takes (on the grid, -0.04 to +0.04, then any of size 0.05 or more), how
+    many steps, the mean increment the student wrote (its stated belief's change: the increment itself
+    wherever the belief is their sum and not clipped) and how often exactly the chain's."""
+    table = {}
+    for value in np.arange(-4, 5) / 100:
+        at = np.isclose(chain, value) & ~np.isnan(written)
+        if at.any():
+            table[f"{value:+.2f}"] = {"steps": int(at.sum()), "mean_written": round(float(written[at].mean()), 4),
+                                      "exact": round(float(np.isclose(written[at], value).mean()), 3)}
+    large = (np.abs(chain) >= 0.05) & ~np.isnan(written)
+    if large.any():  # the shortfall along the chain's direction
+        table["|x|>=0.05"] = {"steps": int(large.sum()),
+                              "mean_shortfall": round(float(np.mean(np.abs(chain[large]) - written[large] * np.sign(chain[large]))), 4)}
+    return table
 
 
 def main(argv=None) -> None:
@@ -90,23 +108,6 @@ def main(argv=None) -> None:
         "step_error_by_previous_belief": bands,
         "written_increment_by_chain_increment": increment_table(np.diff(stated, axis=1), increments[:, 1:]),
     }))
-
-
-def increment_table(written: np.ndarray, chain: np.ndarray) -> dict:
-    """Per increment the chain takes (on the grid, -0.04 to +0.04, then any of size 0.05 or more), how
-    many steps, the mean increment the student wrote (its stated belief's change: the increment itself
-    wherever the belief is their sum and not clipped) and how often exactly the chain's."""
-    table = {}
-    for value in np.arange(-4, 5) / 100:
-        at = np.isclose(chain, value) & ~np.isnan(written)
-        if at.any():
-            table[f"{value:+.2f}"] = {"steps": int(at.sum()), "mean_written": round(float(written[at].mean()), 4),
-                                      "exact": round(float(np.isclose(written[at], value).mean()), 3)}
-    large = (np.abs(chain) >= 0.05) & ~np.isnan(written)
-    if large.any():  # the shortfall along the chain's direction
-        table["|x|>=0.05"] = {"steps": int(large.sum()),
-                              "mean_shortfall": round(float(np.mean(np.abs(chain[large]) - written[large] * np.sign(chain[large]))), 4)}
-    return table
 
 
 if __name__ == "__main__":

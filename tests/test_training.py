@@ -10,6 +10,7 @@ import pytest
 from rhythm_core.env import VectorRhythmEnv
 from rhythm_core.env.spec import ACTIONS, STEPS_PER_EPISODE
 from rhythm_core.protocol import parse_answer
+from rhythm_core.training.models import play_info, prompt_variant
 from rhythm_core.training.sft import SFTRunConfig
 
 
@@ -45,6 +46,13 @@ def test_sft_checkpoint_reloads_and_answers_in_protocol_format(sft_result, short
     assert "Base model: `tiny`" in open(card).read()
     info = json.loads(open(result["model_dir"] + "/rhythm_checkpoint.json").read())
     assert info["prompt_variant"] == "compact" and info["stage"] == "sft"
+    assert prompt_variant(play_info(result["model_dir"])) == prompt_variant(info) == "compact"
+
+
+def test_a_record_without_a_prompt_variant_plays_the_full_prompt():
+    # every reader of a checkpoint (the player, GRPO, the belief probe) resolves the variant the same way
+    assert prompt_variant({}) == prompt_variant({"prompt_variant": None}) == "full"
+    assert prompt_variant({"prompt_variant": "compact", "stage": "grpo"}) == "compact"
 
 
 def test_sft_tokenizes_weeks_once_exactly_as_trl_prepares_them(sft_result, short_dataset, tmp_path):

@@ -76,7 +76,7 @@ def belief_probe(model_dir, dataset_dir, *, episodes: int = 20, split: str = "va
 
     from ..data.sft_dataset import dataset_format
     from ..protocol import CHAT_FORMATS
-    from ..training.models import load_model_and_tokenizer, play_info
+    from ..training.models import load_model_and_tokenizer, play_info, prompt_variant
     from ..training.sft import with_system_prompt
 
     data = datasets.load_from_disk(str(dataset_dir), keep_in_memory=True)  # its map writes no cache into the artifact
@@ -85,7 +85,7 @@ def belief_probe(model_dir, dataset_dir, *, episodes: int = 20, split: str = "va
                          f"prompt_format is {dataset_format(data).prompt_format!r}, not one of {', '.join(CHAT_FORMATS)}")
     rows = data[split]
     rows = rows.select(range(min(episodes, len(rows))))
-    variant = play_info(model_dir)["prompt_variant"] or "full"  # as the student plays (LLMPolicyAgent.from_checkpoint)
+    variant = prompt_variant(play_info(model_dir))  # as the student plays (LLMPolicyAgent.from_checkpoint)
     rows = with_system_prompt(rows.select_columns(["messages", "true_belief"]), variant)
     model, tokenizer = load_model_and_tokenizer(str(model_dir))
     model.eval()

@@ -56,7 +56,7 @@ from .adapters import FROZEN_ADAPTER, AdapterView, load_frozen_adapter
 from .fused_head import labelled_positions_only, speedups
 from .generation import SamplingConfig, generate_answers
 from .last_layer import last_layer_on_read_positions
-from .models import TINY, checkpoint_info, device_name, load_model_and_tokenizer
+from .models import TINY, checkpoint_info, device_name, load_model_and_tokenizer, prompt_variant
 from .plots import plot_curves
 from .policy import LLMPolicyAgent
 from .sft import StreamLogs, model_card, with_system_prompt
@@ -328,7 +328,7 @@ def run_grpo(config: GRPORunConfig, dataset_dir, init_dir, out_dir, *, on_log: C
     verify_artifact(dataset_dir)  # both inputs as they were published
     verify_artifact(init_dir)
     info = checkpoint_info(init_dir)
-    variant = info.get("prompt_variant", "full")
+    variant = prompt_variant(info)
     data_format = DatasetFormat.from_info(info)  # what SFT recorded from the dataset
     prompt_format = data_format.prompt_format
     is_adapter = (Path(init_dir) / "adapter_config.json").exists()

@@ -107,3 +107,9 @@ def play_info(path) -> dict:
     """The `PLAY_FIELDS` of a checkpoint's record (None where it has none)."""
     info = checkpoint_info(path)
     return {k: info.get(k) for k in PLAY_FIELDS}
+
+
+def prompt_variant(info: dict) -> str:
+    """The system prompt's variant a checkpoint's record (`checkpoint_info` or `play_info`) names; "full"
+    for a record that names none (written before variants were recorded)."""
+    return info.get("prompt_variant") or "full"

@@ -23,7 +23,7 @@ from ..protocol import (
     render_conversation,
 )
 from .generation import SamplingConfig, generate_answers
-from .models import load_model_and_tokenizer, play_info
+from .models import load_model_and_tokenizer, play_info, prompt_variant
 from .prompt_cache import PromptCache, prompt_cache_budget, supports_prompt_cache
 from .prompt_tokens import ConversationTokens, extends_by_message
 
@@ -58,7 +58,7 @@ class LLMPolicyAgent(Agent):
         sampling = kwargs.pop("sampling", None) or SamplingConfig()
         if sampling.max_new_tokens is None and info["max_answer_tokens"]:
             sampling = SamplingConfig(**{**sampling.__dict__, "max_new_tokens": int(1.5 * info["max_answer_tokens"])})
-        variant = kwargs.pop("variant", info["prompt_variant"] or "full")
+        variant = kwargs.pop("variant", prompt_variant(info))
         prompt_format = kwargs.pop("prompt_format", DatasetFormat.from_info(info).prompt_format)
         # a linear chain's belief is the previous plus the increment; the innovation chain's students
         # lost with it (benchmarks/README.md, "The belief as the sum of the student's own reasoning")
