@@ -161,18 +161,18 @@ def test_the_published_recipe_runs_as_jobs_on_a_qwen2_shaped_stand_in(tmp_path, 
     """rhythm_lineage_published as Dagster defines it (API teacher, Qwen2.5-3B-Instruct with LoRA,
     training and evaluation as a10g-large jobs under a $5 cap), against the local Hub/Jobs and OpenAI
     servers: the jobs download "Qwen/Qwen2.5-3B-Instruct" from the Hub (a random-weight Qwen2 model
-    with Qwen2's tokenizer, tests/qwen2_standin.py), train its LoRA adapter, play it, and the run
+    with Qwen2's tokenizer, rhythm_core/training/qwen2_standin.py), train its LoRA adapter, play it, and the run
     records what each job cost. No process that imported Dagster loads a model."""
     import datasets
 
     from rhythm_core.data.stages import dataset_stage
     from rhythm_core.teacher.settings import TeacherSettings
     from rhythm_core.teacher.stage import teacher_stage
+    from rhythm_core.training.qwen2_standin import REPO_ID, build_qwen2_standin
     from rhythm_core.training.tiny import corpus_from_dataset
     from rhythm_pipeline.definitions import defs
     from rhythm_pipeline.defs.jobs import PUBLISHED_CONFIG
     from tests.openai_server import serve as serve_openai
-    from tests.qwen2_standin import REPO_ID, build_qwen2_standin
 
     data = dataset_stage(teacher_stage(TeacherSettings(), "continuous", "1000-1001", tmp_path / "corpus"), tmp_path / "corpus")
     standin = build_qwen2_standin(tmp_path / "standin", corpus_from_dataset(datasets.load_from_disk(data["path"])["train"]))

@@ -5,7 +5,7 @@ ChatML turns and Qwen's generation settings."""
 
 import json
 
-from tests.qwen2_standin import IM_END, build_qwen2_standin, train_qwen2_tokenizer
+from rhythm_core.training.qwen2_standin import IM_END, build_qwen2_standin, train_qwen2_tokenizer
 
 TEXT = ["Now day 1 morning, vita 0.73 cogn 0.70 prog 0.10 sere 0.56 conn 0.57",
         '{"action": "DEEP_WORK", "belief": [0.42, 0.5, 0.61], "reasoning": "rested, so work"}'] * 20

@@ -1,8 +1,11 @@
-"""A random-weight stand-in for Qwen/Qwen2.5-3B-Instruct, built offline: the same architecture class
-(Qwen2ForCausalLM: grouped-query attention, tied embeddings, RoPE theta 1e6, a vocabulary padded past
-the tokenizer, bf16 weights), the same tokenizer class (Qwen2Tokenizer: NFC, Qwen2's split regex, then
-byte-level BPE; <|endoftext|> pads, <|im_end|> ends a turn), Qwen2.5's chat template and its
-generation_config (sampling on, repetition_penalty 1.05), at a size a CPU trains in seconds.
+"""A stand-in for Qwen/Qwen2.5-3B-Instruct built offline, for checks and tests (`rhythm gpu-check`,
+the HF Jobs tests): a random-weight Qwen2-shaped model and a Qwen2 tokenizer trained on the given
+texts. The same architecture class (Qwen2ForCausalLM: grouped-query attention, tied embeddings, RoPE
+theta 1e6, a vocabulary padded past the tokenizer, bf16 weights), the same tokenizer class
+(Qwen2Tokenizer: NFC, Qwen2's split regex, then byte-level BPE; <|endoftext|> pads, <|im_end|> ends a
+turn), Qwen2.5's chat template and its generation_config (sampling on, repetition_penalty 1.05), at
+a size a CPU trains in seconds (TINY_SHAPE) or at the real one's (QWEN25_3B_SHAPE). Its answers are
+noise: it tests what the code does with a Qwen2 model, not what a model learns.
 
 Qwen2Tokenizer rebuilds its pipeline from vocab and merges (transformers 5), so the BPE here is
 trained with exactly that pipeline: the tokenizer the Hub download gives is the one trained.
