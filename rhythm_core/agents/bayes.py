@@ -150,11 +150,6 @@ class BayesAgent(Agent):
         """Episode n's text: what this step's evidence moved, the belief, and why `action` won."""
         return " ".join([*inference_text(obs, self._moved[n], belief, sd), _why_planned(action, values)])
 
-    def observe_actions(self, actions: np.ndarray) -> None:
-        """The actions really taken after the last `act` when someone else acted (a student plays,
-        the teacher follows): the next update explains the anomalies by these."""
-        self._prev_action = np.asarray(actions, dtype=np.int64).copy()
-
 
 def _describe_update(acts, anomaly, usable, gain, innovation, old_mu, new_mu) -> list[str]:
     """Name the factor this step's evidence moved most and the meter whose surprise moved it."""

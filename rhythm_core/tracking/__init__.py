@@ -8,9 +8,9 @@
     ui_link   the link `make mlflow` prints: the rhythm experiment's runs, its id read from the store
 
 Who opens a run owns it: the Dagster assets open one per materialization and hand its id to the
-training subprocess through the environment (`Tracker.subprocess_env`); outside Dagster,
-`tracked_run` does the same around `rhythm_core.training.entry.run_stage`. A bare `run_sft` /
-`run_grpo` with no run to log into trains untracked.
+training subprocess through the environment (`Tracker.subprocess_env`). Outside Dagster (`rhythm
+distill`, a bare `run_sft` / `run_grpo`) a stage logs into a run only where its caller opened one and
+set MLFLOW_RUN_ID; with none to log into it trains untracked.
 
 `store` and `callback` import no other rhythm_core package, so `training` may import them;
 `registry` reads eval_results documents (`evaluation.results`).
@@ -24,8 +24,7 @@ from .store import (
     local_store_uri,
     numeric_metrics,
     report_to_list,
-    tracked_run,
 )
 
 __all__ = ["DEFAULT_EXPERIMENT", "DEFAULT_UI_URL", "Tracker", "flat_params", "local_store_uri", "numeric_metrics",
-           "report_to_list", "tracked_run"]
+           "report_to_list"]

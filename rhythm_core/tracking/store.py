@@ -308,34 +308,6 @@ class Tracker:
         self.end_run(run_id, "FINISHED")
 
 
-@contextmanager
-def tracked_run(name: str, *, report_to="mlflow", tags: dict | None = None, params: dict | None = None,
-                tracker: Tracker | None = None) -> Iterator[str | None]:
-    """Outside Dagster: open a run in `tracker` (default: the store $MLFLOW_TRACKING_URI names; none
-    set, nothing is tracked) for the block, with MLFLOW_RUN_ID set so the trainers log into it; the
-    run ends FAILED if the block raises. Yields the run id (or None)."""
-    if tracker is None and os.environ.get("MLFLOW_TRACKING_URI"):
-        tracker = Tracker(os.environ["MLFLOW_TRACKING_URI"])
-    run_id = tracker.start_run(name, tags=tags, params=params) if tracker and wants_mlflow(report_to) else None
-    env = tracker.subprocess_env(run_id) if run_id else {}
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        yield run_id
-    except BaseException:
-        if run_id:
-            tracker.end_run(run_id, "FAILED")
-        raise
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-    if run_id:
-        tracker.end_run(run_id, "FINISHED")
-
-
 # MLflow 3's UI opens every experiment in its GenAI view (traces) unless the link asks for the model
 # training view, whatever the experiment's kind tag says; every link rhythm prints asks for it.
 MODEL_TRAINING_VIEW = "workflowType=machine_learning"

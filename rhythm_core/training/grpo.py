@@ -87,7 +87,6 @@ class GRPORunConfig:
     teacher_prompts: int = 256  # prompts sampled from sft_dataset (teacher-visited states)
     student_episodes: int = 4  # SFT-student episodes played to collect student-visited states
     student_seeds_start: int = 9000  # training seeds for the student's own episodes
-    use_lora: bool | None = None  # None: keep the SFT checkpoint's form (adapter stays an adapter)
     logging_steps: int = 1
     seed: int = 0
     # The gate (training/validation.py): after training, the GRPO student and its SFT start play up to
@@ -135,13 +134,6 @@ def student_continuation_scores(agent: LLMPolicyAgent, states: list[EnvState], e
                              beliefs)
         scores[index] = grader.grade_batch(batch)[0]
     return scores
-
-
-def _stack(states: list[EnvState]) -> EnvState:
-    first = states[0]
-    arrays = {name: np.concatenate([getattr(s, name) for s in states]) for name in first.__dataclass_fields__
-              if name not in ("condition", "step")}
-    return EnvState(condition=first.condition, step=first.step, **arrays)
 
 
 def _completion_text(completion) -> str:

@@ -61,9 +61,6 @@ class SFTRunConfig:
     lora_dropout: float = 0.05
     lora_target_modules: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
     merge_lora: bool = False  # also save a merged copy of the adapter
-    # Also save the model at these steps under snapshots/step-N, with the SFT seconds spent so far
-    # (benchmarks/time_to_skill.py evaluates them: skill against training time in one run).
-    snapshot_steps: list[int] = field(default_factory=list)
     logging_steps: int = 5
     eval_examples: int = 64  # validation examples scored for loss/accuracy and answer validity
     seed: int = 0
@@ -115,34 +112,6 @@ class StreamLogs:
             def on_log(self, args, state, control, logs=None, **kwargs):
                 if logs:
                     on_log({"step": state.global_step, **logs})
-
-        self.callback = Callback()
-
-
-class Snapshots:
-    """A TrainerCallback that saves the model (with tokenizer and checkpoint record) at the given
-    global steps (counted through both phases; this phase starts after `offset`) into `root`/step-N,
-    noting the training seconds spent so far (`clock` holds the finished phases')."""
-
-    def __init__(self, steps, offset: int, root: Path, tokenizer, record: Callable[..., dict], clock: dict):
-        from transformers import TrainerCallback
-
-        wanted, started = set(steps), {}
-
-        class Callback(TrainerCallback):
-            def on_train_begin(self, args, state, control, **kwargs):
-                started["at"] = time.perf_counter()
-
-            def on_step_end(self, args, state, control, model=None, **kwargs):
-                step = offset + state.global_step
-                if step in wanted:
-                    where = root / f"step-{step}"
-                    model.save_pretrained(str(where))
-                    tokenizer.save_pretrained(str(where))
-                    seconds = round(clock["train_s"] + time.perf_counter() - started["at"], 3)
-                    (where / "rhythm_checkpoint.json").write_text(json.dumps(
-                        record(snapshot={"step": step, "train_s": seconds}), indent=2, sort_keys=True,
-                        default=str) + "\n")
 
         self.callback = Callback()
 
@@ -280,9 +249,6 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
         )
         log = on_log if not step_offset else (lambda e: on_log({**e, "step": e["step"] + step_offset}))
         callbacks = [StreamLogs(log).callback]
-        if config.snapshot_steps:
-            callbacks.append(Snapshots(config.snapshot_steps, step_offset, out / "snapshots", tokenizer,
-                                       student_record, clock).callback)
         trainer = SFTTrainer(model=model, args=args, train_dataset=train,
                              eval_dataset=validation if len(validation) else None, processing_class=tokenizer,
                              peft_config=peft_config, callbacks=callbacks)
@@ -294,7 +260,7 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
         return last_layer_on_read_positions(model) if config.base_model == TINY and not config.lora else nullcontext()
 
     on_log({"step": 0, "total_steps": config.short_steps + config.max_steps})  # progress has its end
-    clock = {"train_s": 0.0}  # training seconds of the finished phases (snapshots report the total)
+    clock = {"train_s": 0.0}  # training seconds of the finished phases
     log_history: list[dict] = []  # both phases, steps counted through
     short_steps = 0
     if config.short_steps > 0:
