@@ -36,8 +36,8 @@ from rhythm_core.compute.hf_jobs import (
     HFJobSpec,
     build_wheel,
     render_job_script,
+    run_job,
     run_key_for,
-    run_training_job,
 )
 from rhythm_core.training import entry
 
@@ -310,10 +310,11 @@ def make_hub(monkeypatch, tmp_path):
 
 def _run(hub, inputs, *, stage="sft", spec=None, token=CANARY, on_metrics=None, with_init=False):
     logged: list[str] = []
-    job = run_training_job(stage, CONFIG, dataset_dir=inputs["dataset"], init_dir=inputs["init"] if with_init else None,
-                           provenance=PROVENANCE, api=hub, spec=spec or HFJobSpec(namespace="rhythm-org"),
-                           project_root=None, token=token, log=logged.append, on_metrics=on_metrics,
-                           poll_interval=0, wheel=inputs["wheel"])
+    # run_job is what the hf_jobs compute backend calls (ComputeResource._hf_job in rhythm_pipeline)
+    job = run_job(stage, CONFIG, dataset_dir=inputs["dataset"], init_dir=inputs["init"] if with_init else None,
+                  provenance=PROVENANCE, api=hub, spec=spec or HFJobSpec(namespace="rhythm-org"),
+                  project_root=None, token=token, log=logged.append, on_metrics=on_metrics,
+                  poll_interval=0, wheel=inputs["wheel"])
     return job, logged
 
 

@@ -14,7 +14,7 @@ import dagster as dg
 import pytest
 from huggingface_hub import HfApi
 
-from rhythm_core.compute.hf_jobs import HFJobError, HFJobSpec, build_wheel, run_training_job
+from rhythm_core.compute.hf_jobs import HFJobError, HFJobSpec, build_wheel, run_job
 from rhythm_core.training.publish import train_and_publish
 from rhythm_pipeline.defs.resources import ComputeResource
 from tests.hub_server import serve
@@ -76,10 +76,11 @@ def wheel(tmp_path_factory) -> Path:
 
 
 def job(server, dataset, wheel, lines: list, config=SFT, **spec) -> dict:
-    return run_training_job("sft", config, dataset_dir=dataset, provenance=None,
-                            api=HfApi(endpoint=server.url, token=server.token),
-                            spec=HFJobSpec(flavor="cpu-basic", **spec), project_root=REPO, token=server.token,
-                            log=lines.append, poll_interval=0.2, wheel=wheel)
+    # run_job is what ComputeResource's hf_jobs backend calls to train; here with a prebuilt wheel
+    return run_job("sft", config, dataset_dir=dataset, provenance=None,
+                   api=HfApi(endpoint=server.url, token=server.token),
+                   spec=HFJobSpec(flavor="cpu-basic", **spec), project_root=REPO, token=server.token,
+                   log=lines.append, poll_interval=0.2, wheel=wheel)
 
 
 def failed(server, dataset, wheel, root: Path, **kwargs) -> HFJobError:
@@ -134,10 +135,10 @@ def test_a_job_above_max_usd_is_refused_before_anything_is_uploaded(tmp_path, da
 
     with serve() as server:
         with pytest.raises(CostRefused, match=r"may cost up to \$3.00 .* above max_usd \$1.00"):
-            run_training_job("sft", SFT, dataset_dir=dataset, provenance=None,
-                             api=HfApi(endpoint=server.url, token=server.token),
-                             spec=HFJobSpec(flavor="a10g-large", timeout="2h", max_usd=1.0), project_root=REPO,
-                             token=server.token, log=print, wheel=wheel)
+            run_job("sft", SFT, dataset_dir=dataset, provenance=None,
+                    api=HfApi(endpoint=server.url, token=server.token),
+                    spec=HFJobSpec(flavor="a10g-large", timeout="2h", max_usd=1.0), project_root=REPO,
+                    token=server.token, log=print, wheel=wheel)
         assert not server.jobs and not any("/commit/" in r.path for r in server.requests)
 
 

@@ -216,13 +216,6 @@ def run_key_for(stage: str, code_version: str, config: dict, dataset_dir, init_d
 # Running a job
 
 
-def run_training_job(stage: str, config: dict, *, dataset_dir, **kwargs) -> dict:
-    """Run one training stage (sft, grpo) on Hugging Face Jobs (`run_job`)."""
-    if stage not in ("sft", "grpo"):
-        raise ValueError(f"unknown stage {stage!r} for a training job; allowed: sft, grpo")
-    return run_job(stage, config, dataset_dir=dataset_dir, **kwargs)
-
-
 def run_job(stage: str, config: dict, *, dataset_dir=None, init_dir=None, provenance: dict | None = None, api,
             spec: HFJobSpec, project_root, token: str | None, log: Callable[[str], None],
             on_metrics: Callable[[dict], None] | None = None, poll_interval: float = 5.0,
