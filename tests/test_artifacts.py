@@ -147,3 +147,31 @@ def test_a_retrained_checkpoint_never_rewrites_its_published_version(tmp_path):
     repaired = publish_checkpoint(_trained(tmp_path, "d", train_s=3.0), root, "sft_checkpoint")
     assert repaired["version"] == first["version"] and not repaired["kept_published"]
     assert verify_artifact(repaired["path"], repaired["files_digest"]) == repaired["files_digest"]
+
+
+def test_an_adapter_checkpoints_version_covers_its_adapter_config(tmp_path):
+    """A LoRA adapter plays by its adapter_config.json (base model, rank, scaling, target modules) as much
+    as by its weights: two GRPO adapters that differ only there are two versions. A checkpoint without
+    one (the tiny student's, the demo's) keeps the version it had before adapter configs were covered."""
+    import json
+
+    from rhythm_core.training.publish import checkpoint_version, publish_checkpoint
+
+    def grpo_adapter(name: str, lora_alpha: int):
+        staged = _trained(tmp_path, name, weights=b"adapter weights")
+        model = staged / "model"
+        (model / "model.safetensors").rename(model / "adapter_model.safetensors")
+        (model / "adapter_config.json").write_text(json.dumps(
+            {"peft_type": "LORA", "base_model_name_or_path": "Qwen/Qwen2.5-3B-Instruct", "r": 16,
+             "lora_alpha": lora_alpha, "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"]}))
+        record = json.loads((model / "rhythm_checkpoint.json").read_text())
+        (model / "rhythm_checkpoint.json").write_text(json.dumps({**record, "stage": "grpo"}))
+        return staged
+
+    a, b = grpo_adapter("a", lora_alpha=32), grpo_adapter("b", lora_alpha=64)
+    assert checkpoint_version(a / "model") != checkpoint_version(b / "model")
+    root = tmp_path / "root"
+    first, second = (publish_checkpoint(s, root, "grpo_checkpoint") for s in (a, b))
+    assert first["version"] != second["version"] and not second["kept_published"]
+    # pinned: the version this folder had while PLAY_FILES named no adapter_config.json
+    assert checkpoint_version(_trained(tmp_path, "full") / "model") == "1122c9e6f7d360b4"

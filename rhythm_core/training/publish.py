@@ -23,8 +23,10 @@ from ..outputs import artifact_root, is_artifact
 from .models import play_info
 
 # Beside the weights and the record's PLAY_FIELDS, what decides how a published student plays: the
-# files that load it.
-PLAY_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
+# files that load it. A LoRA adapter's adapter_config.json names its base model, rank, scaling and
+# target modules; last, so a checkpoint without one keeps the version it had before it was added.
+PLAY_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja",
+              "adapter_config.json")
 
 
 def train_and_publish(root, stage: str, train: Callable[[Path], None]) -> dict:
