@@ -16,6 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from results_file import write_result
+
 
 def quick_checkpoint(tmp: Path) -> str:
     from rhythm_core.data.sft_dataset import build_sft_dataset, save_sft_dataset
@@ -69,6 +71,13 @@ def main() -> None:
           f"({28 * n} generate calls)")
     print(f"  speed-up {sequential_s / batched_s:.1f}x over sequential ({sequential_s / plain_s:.1f}x without the "
           f"prompt cache); identical trajectories: {same}/{n} vs sequential, {same_plain}/{n} vs no cache")
+    write_result("eval_batching", {
+        "checkpoint": "a quick 80-step checkpoint" if args.checkpoint is None else "given", "episodes": n,
+        "max_new_tokens": agent.sampling.max_new_tokens, "batched_s": round(batched_s, 1),
+        "batched_no_prompt_cache_s": round(plain_s, 1), "sequential_s": round(sequential_s, 1),
+        "speed_up": round(sequential_s / batched_s, 1), "speed_up_no_prompt_cache": round(sequential_s / plain_s, 1),
+        "prompt_tokens_reused": round(reused, 3), "identical_vs_sequential": same, "identical_vs_no_cache": same_plain},
+        question="How much faster is lockstep play with the prompt cache than one week at a time?")
 
 if __name__ == "__main__":
     main()

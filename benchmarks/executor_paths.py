@@ -26,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from results_file import write_result
+
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 RUN_TIMEOUT_S = 3600
@@ -140,6 +142,12 @@ def main() -> None:
         if path.startswith("multiprocess") and base in results:
             print(f"{path} / {base} = {results[path]['wall_s'] / results[base]['wall_s']:.2f}x "
                   f"(status {results[path]['status']})")
+    figures = {path: {"wall_s": round(r["wall_s"], 1), "status": r["status"],
+                      "steps_s": {step: (None if end is None or start is None else round(end - start, 1))
+                                  for step, (start, end, _outcome) in r["steps"].items()}}
+               for path, r in results.items()}
+    write_result("executor_paths", {"variants": variants, "run_config": run_config, "paths": figures},
+                 question="What does the UI's multiprocess path cost against the in-process run of the same lineage?")
     if args.keep is None:
         shutil.rmtree(root, ignore_errors=True)
 

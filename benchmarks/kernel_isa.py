@@ -18,6 +18,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from results_file import write_result
+
 CHILD = r"""
 import json, sys, tempfile, time
 import torch
@@ -45,6 +47,7 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
+    rows = []
     for round_ in range(args.rounds):
         for kernels in ("native", "avx2"):
             env = {**os.environ, "RHYTHM_CPU_KERNELS": kernels}
@@ -53,8 +56,10 @@ def main() -> int:
                                   env=env, capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
             if done.returncode:
                 raise RuntimeError(done.stderr[-3000:])
-            print(json.dumps({"round": round_, "kernels": kernels,
-                              **json.loads(done.stdout.strip().splitlines()[-1])}), flush=True)
+            rows.append({"round": round_, "kernels": kernels, **json.loads(done.stdout.strip().splitlines()[-1])})
+            print(json.dumps(rows[-1]), flush=True)
+    write_result("kernel_isa", {"sft_steps": args.steps, "play_weeks": 20, "rows": rows},
+                 question="What does pinning torch's CPU kernels to AVX2 cost in SFT and play?")
     return 0
 
 

@@ -1,12 +1,13 @@
 """Two recipes' students against each other, week by week, pooled over evaluation windows.
 
-    python benchmarks/paired_students.py --a NAME=MODEL_DIR,... --b NAME=MODEL_DIR,... [--windows 0,5,7,8,9]
-        [--reference bayes] [--out scores.json] [--a-numbers argmax|median|mean] [--b-numbers ...]
+    python benchmarks/paired_students.py --a NAME=MODEL_DIR,... --b NAME=MODEL_DIR,... [--windows 0,4,5,6,7,8,9]
+        [--reference bayes] [--out scores.json] [--a-belief-sum on|off|checkpoint] [--b-belief-sum ...]
+        [--name NAME]
     python benchmarks/paired_students.py --components-of scores.json
 
 `--a` and `--b` list students in pairs (the i-th of each trained alike but for the recipe's change,
-e.g. the same SFT seed; or the same students, `--a-numbers argmax` against the product's median
-number decoding, benchmarks/number_decoding.py). Each plays every window's weeks greedily; per condition the script prints,
+e.g. the same SFT seed; or the same students, `--a-belief-sum off` against the product's decoding,
+each belief the previous one plus the answer's increment). Each plays every window's weeks greedily; per condition the script prints,
 for each pair and for all pairs together, the paired difference b − a of the v3 score and of the
 final belief MAE, pooled over the windows' weeks, with its standard error. A window's condition is
 15 to 100 weeks, too few to tell a +0.01 recipe from noise; pooled over five windows and two pairs
@@ -14,7 +15,8 @@ it is 150 to 1,000 paired weeks. A second table gives every student's paired dif
 reference agent (`--reference`, the Bayesian teacher by default; '' for none) per window and pooled,
 with the count of window cells above it, and a third splits each pooled difference into v3's belief
 component and the rest, what the actions earned (`--components-of scores.json` prints only that, from
-a saved run). Per-week figures go to `--out` as JSON. Prints figures; asserts nothing.
+a saved run). Per-week figures go to `--out` as JSON; the tables' figures to
+benchmarks/results/paired_<name>.json with `--name`. Prints figures; asserts nothing.
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ import json
 from pathlib import Path
 
 import numpy as np
-from number_decoding import MODES, numbers_as
+from results_file import write_result
+
+BELIEF_SUM = {"checkpoint": None, "on": True, "off": False}
 
 
 def _played(agent, condition: str, seeds) -> tuple[np.ndarray, np.ndarray]:
@@ -36,15 +40,16 @@ def _played(agent, condition: str, seeds) -> tuple[np.ndarray, np.ndarray]:
     return get_grader("v3").grade_batch(episodes)[0], np.asarray(episodes.belief_mae(), dtype=float)
 
 
-def week_figures(model_dir: str, condition: str, seeds: list[int], numbers: str = "median") -> tuple[np.ndarray, np.ndarray]:
-    """Per-week v3 score and final belief MAE of a checkpoint playing greedily (`numbers`: how it writes
-    number tokens, `number_decoding.numbers_as`)."""
+def week_figures(model_dir: str, condition: str, seeds: list[int], belief_sum: str = "checkpoint") -> tuple[np.ndarray, np.ndarray]:
+    """Per-week v3 score and final belief MAE of a checkpoint playing greedily (`belief_sum`: each
+    belief the previous one plus the answer's increment "on", "off", or as the checkpoint says)."""
     from rhythm_core.training.generation import SamplingConfig
     from rhythm_core.training.policy import LLMPolicyAgent
 
-    agent = LLMPolicyAgent.from_checkpoint(model_dir, sampling=SamplingConfig(temperature=0.0))
-    with numbers_as(numbers):
-        return _played(agent, condition, seeds)
+    summed = BELIEF_SUM[belief_sum]
+    agent = LLMPolicyAgent.from_checkpoint(model_dir, sampling=SamplingConfig(temperature=0.0),
+                                           **({} if summed is None else {"sum_beliefs": summed}))
+    return _played(agent, condition, seeds)
 
 
 def reference_figures(name: str, condition: str, seeds: list[int]) -> tuple[np.ndarray, np.ndarray]:
@@ -54,8 +59,9 @@ def reference_figures(name: str, condition: str, seeds: list[int]) -> tuple[np.n
     return _played(get_agent(name), condition, seeds)
 
 
-def reference_table(figures: dict, spans: dict, reference: str, students: list[str]) -> None:
+def reference_table(figures: dict, spans: dict, reference: str, students: list[str]) -> dict:
     """Each student's paired difference from the reference, per window and pooled over the windows."""
+    table: dict = {}
     print(f"\n| window | condition | {reference} v3 (belief MAE) | "
           + " | ".join(f"{n}: Δ ± SE (MAE)" for n in students) + " |")
     print("|---|---|---|" + "---|" * len(students))
@@ -69,11 +75,15 @@ def reference_table(figures: dict, spans: dict, reference: str, students: list[s
                 if window != "all":
                     above[name] += int(v3.mean() > ref_v3.mean())
                 cells.append(f"{_difference(v3 - ref_v3)} ({np.nanmean(mae):.3f})")
+                table.setdefault(condition, {}).setdefault(str(window), {"reference": {
+                    "v3": round(float(ref_v3.mean()), 4), "belief_mae": round(float(np.nanmean(ref_mae)), 4)}})[name] = {
+                    **_summary(v3 - ref_v3), "belief_mae": round(float(np.nanmean(mae)), 4)}
             print(f"| {window} | {condition} | {ref_v3.mean():.4f} ({np.nanmean(ref_mae):.3f}) | " + " | ".join(cells) + " |")
         print(f"| windows above | {condition} | | " + " | ".join(f"{above[n]} of {len(spans[condition])}" for n in students) + " |")
+    return table
 
 
-def component_table(figures: dict, reference: str, students: list[str]) -> None:
+def component_table(figures: dict, reference: str, students: list[str]) -> dict:
     """Each student's pooled difference from the reference split in two: v3's belief component
     (`belief_skill`: −weight × Δ belief MAE / the condition's prior MAE, per week) and the rest, what
     the actions earned (wellbeing, progress, crash avoidance)."""
@@ -81,6 +91,7 @@ def component_table(figures: dict, reference: str, students: list[str]) -> None:
     from rhythm_core.graders.v3 import prior_stats
 
     weight = get_grader("v3").weights["belief_skill"]
+    table: dict = {}
     print(f"\n| condition | student | v3 Δ from {reference} | belief component | the rest (actions) |\n|---|---|---|---|---|")
     for condition, by_name in figures.items():
         prior_mae = prior_stats(condition)[1]
@@ -90,6 +101,9 @@ def component_table(figures: dict, reference: str, students: list[str]) -> None:
             belief = -weight * (np.nan_to_num(mae, nan=prior_mae) - np.nan_to_num(ref_mae, nan=prior_mae)) / prior_mae
             print(f"| {condition} | {name} | {_difference(v3 - ref_v3)} | {_difference(belief)} | "
                   f"{_difference(v3 - ref_v3 - belief)} |")
+            table.setdefault(condition, {})[name] = {"v3": _summary(v3 - ref_v3), "belief": _summary(belief),
+                                                     "actions": _summary(v3 - ref_v3 - belief)}
+    return table
 
 
 def _students(spec: str) -> list[tuple[str, str]]:
@@ -100,16 +114,24 @@ def _difference(diff: np.ndarray) -> str:
     return f"{diff.mean():+.4f} ± {diff.std(ddof=1) / np.sqrt(len(diff)):.4f}"
 
 
+def _summary(diff: np.ndarray) -> dict:
+    diff = np.asarray(diff, dtype=float)
+    return {"mean": round(float(np.nanmean(diff)), 4),
+            "se": round(float(np.nanstd(diff, ddof=1) / np.sqrt(np.isfinite(diff).sum())), 4), "weeks": len(diff)}
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--a", default="", help="the reference recipe's students: name=model_dir,...")
     p.add_argument("--b", default="", help="the other recipe's students, in the same order")
-    p.add_argument("--windows", default="0,5,7,8,9")
+    p.add_argument("--windows", default="0,4,5,6,7,8,9")
     p.add_argument("--reference", default="bayes", help="a reference agent every student is also compared with "
                    "('' for none)")
     p.add_argument("--out", type=Path, help="write the per-week figures here (JSON)")
-    p.add_argument("--a-numbers", default="median", choices=MODES, help="how --a's students write numbers")
-    p.add_argument("--b-numbers", default="median", choices=MODES, help="how --b's students write numbers")
+    p.add_argument("--a-belief-sum", default="checkpoint", choices=list(BELIEF_SUM),
+                   help="--a's beliefs as the sum of the increments: on, off, or as each checkpoint says")
+    p.add_argument("--b-belief-sum", default="checkpoint", choices=list(BELIEF_SUM), help="the same for --b")
+    p.add_argument("--name", help="write the tables' figures to benchmarks/results/paired_<name>.json")
     p.add_argument("--components-of", type=Path, help="print only the split of every student's difference from "
                    "the reference in a saved --out file, playing nothing")
     args = p.parse_args(argv)
@@ -132,8 +154,8 @@ def main(argv=None) -> None:
     for window in (int(w) for w in args.windows.split(",")):
         for condition, spec in evaluation_window(window).items():
             seeds = parse_seeds(spec)
-            players = [(name, lambda c, s, d=model_dir, n=numbers: week_figures(d, c, s, n))
-                       for students, numbers in ((a, args.a_numbers), (b, args.b_numbers)) for name, model_dir in students]
+            players = [(name, lambda c, s, d=model_dir, n=summed: week_figures(d, c, s, n))
+                       for students, summed in ((a, args.a_belief_sum), (b, args.b_belief_sum)) for name, model_dir in students]
             if args.reference:
                 players.append((args.reference, lambda c, s: reference_figures(args.reference, c, s)))
             for name, play in players:
@@ -147,6 +169,8 @@ def main(argv=None) -> None:
     if args.out:
         args.out.write_text(json.dumps(figures) + "\n")
     print("| condition | pair (b − a) | weeks | v3 difference | belief MAE difference |\n|---|---|---|---|---|")
+    result: dict = {"windows": args.windows, "reference": args.reference, "belief_sum": {
+        "a": args.a_belief_sum, "b": args.b_belief_sum}, "pairs": {}}
     for condition, by_name in figures.items():
         pairs = [(np.asarray(by_name[nb][0]) - np.asarray(by_name[na][0]),
                   np.asarray(by_name[nb][1]) - np.asarray(by_name[na][1]), f"{nb} − {na}") for (na, _), (nb, _) in zip(a, b)]
@@ -156,9 +180,12 @@ def main(argv=None) -> None:
                           "mean of the pairs"))
         for scores, errors, label in pairs:
             print(f"| {condition} | {label} | {len(scores)} | {_difference(scores)} | {_difference(errors)} |")
+            result["pairs"].setdefault(condition, {})[label] = {"v3": _summary(scores), "belief_mae": _summary(errors)}
     if args.reference:
-        reference_table(figures, spans, args.reference, [name for name, _ in a + b])
-        component_table(figures, args.reference, [name for name, _ in a + b])
+        result["by_window"] = reference_table(figures, spans, args.reference, [name for name, _ in a + b])
+        result["components"] = component_table(figures, args.reference, [name for name, _ in a + b])
+    if args.name:
+        write_result(f"paired_{args.name}", result, question="How do two recipes' students compare, week by week?")
 
 
 if __name__ == "__main__":

@@ -18,6 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from results_file import write_result
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -42,6 +44,11 @@ def main() -> None:
     print(f"unsynced after switching to v2: {', '.join(unsynced)}")
     print(f"regrade (v2):        {regrade_s:7.1f} s wall ({regrade['wall_s']} s in the run), success={regrade['success']}")
     print(f"regrade / full = {regrade_s / full_s:.1%} (target < 10%)")
+    write_result("regrade", {"full_lineage_s": round(full_s, 1), "full_success": full["success"],
+                             "unsynced_after_switch": unsynced, "regrade_s": round(regrade_s, 1),
+                             "regrade_success": regrade["success"], "ratio": round(regrade_s / full_s, 3),
+                             "target_ratio": 0.1},
+                 question="What does re-grading after a grader change cost against the whole lineage?")
 
 
 if __name__ == "__main__":

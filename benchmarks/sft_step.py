@@ -18,6 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from results_file import write_result
+
 VARIANTS = ("every position", "answers only", "answers + last layer at read positions")
 
 
@@ -74,6 +76,7 @@ def main() -> None:
         print(f"torch threads {torch.get_num_threads()}; {len(train)} training weeks; batches of 8")
         print(f"| rep | length | steps | {' s/step | '.join(VARIANTS)} s/step | ratios to the first | losses agree |")
         print("|---" * (len(VARIANTS) + 5) + "|")
+        rows = []
         for rep in range(args.reps):
             for length, steps in ((512, args.short_steps), (4096, args.week_steps)):
                 timed = [time_steps(base, train, length, steps, variant) for variant in VARIANTS]
@@ -82,6 +85,11 @@ def main() -> None:
                 ratios = " / ".join(f"{seconds / first:.2f}" for seconds, _ in timed[1:])
                 print(f"| {rep} | {length} | {steps} | {' | '.join(f'{seconds:.3f}' for seconds, _ in timed)} | "
                       f"{ratios} | {agree} |", flush=True)
+                rows.append({"rep": rep, "max_length": length, "steps": steps,
+                             "s_per_step": {variant: round(seconds, 4) for variant, (seconds, _) in zip(VARIANTS, timed)},
+                             "losses_agree": agree})
+    write_result("sft_step", {"batch": 8, "rows": rows},
+                 question="What do the SFT step's two hooks (the LM head and the last layer only where the loss reads) save?")
 
 
 if __name__ == "__main__":

@@ -35,6 +35,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from results_file import write_result  # noqa: E402
+
 from rhythm_core.env.spec import STEPS_PER_EPISODE  # noqa: E402
 from rhythm_core.protocol import PROMPT_FORMATS  # noqa: E402
 from rhythm_core.teacher.run import run_teacher  # noqa: E402
@@ -50,7 +52,7 @@ def settings(server, prompt_format: str, **overrides) -> TeacherSettings:
     return TeacherSettings(**values)
 
 
-def cost_and_cache(args, tmp: Path) -> None:
+def cost_and_cache(args, tmp: Path) -> dict:
     with serve(params="reasoning", prefix_cache=True) as server:
         out = tmp / "cost.jsonl"
         result = run_teacher(settings(server, args.format, price_input_per_m=args.price_input,
@@ -74,18 +76,26 @@ def cost_and_cache(args, tmp: Path) -> None:
     print(f"    prompt of step 1 {first_step:,.0f} tokens, of step {STEPS_PER_EPISODE} {last_step:,.0f} tokens")
     price = f"${args.price_input}/M input, ${args.price_cached}/M cached input, ${args.price_output}/M output"
     print(f"    cost per 30 episodes at {price} (published: about $3):")
+    costs = {}
     for reasoning in args.reasoning:
         per_request_out = reasoning * requests
         cost = 30 * ((prompt - cached) * args.price_input + cached * args.price_cached
                      + (completion + per_request_out) * args.price_output) / 1e6
         no_cache = 30 * (prompt * args.price_input + (completion + per_request_out) * args.price_output) / 1e6
         print(f"      {reasoning:>5} reasoning tokens per request: ${cost:.2f} (${no_cache:.2f} if nothing were cached)")
+        costs[str(reasoning)] = {"usd_per_30_episodes": round(cost, 2), "usd_per_30_episodes_uncached": round(no_cache, 2)}
     print(f"    the run's own billed cost for {n} episodes (no reasoning tokens): ${result.cost_usd:.4f}")
+    return {"format": args.format, "episodes": n, "requests_per_episode": round(requests, 2),
+            "prompt_tokens_per_episode": round(prompt), "cached_fraction": round(cached / prompt, 3),
+            "completion_tokens_per_episode": round(completion), "prices_per_m": {
+                "input": args.price_input, "cached_input": args.price_cached, "output": args.price_output},
+            "by_reasoning_tokens_per_request": costs, "billed_usd": round(result.cost_usd, 4)}
 
 
-def invalid_rates(args, tmp: Path) -> None:
+def invalid_rates(args, tmp: Path) -> dict:
     print(f"(b) invalid answers, a model whose free-text answers are malformed {args.invalid_rate:.0%} of the time, "
           f"{args.episodes} episodes:")
+    figures = {"model_invalid_rate": args.invalid_rate}
     for mode in ("off", "on"):
         with serve(params="reasoning", free_text_invalid_rate=args.invalid_rate) as server:
             out = tmp / f"invalid_{mode}.jsonl"
@@ -98,6 +108,10 @@ def invalid_rates(args, tmp: Path) -> None:
         print(f"    structured output {mode:>3}: first answers invalid {first_invalid / steps:.1%} "
               f"({first_invalid} of {steps}), steps that fell back after re-asks {result.invalid_rate:.2%}, "
               f"requests {result.requests} ({result.requests / len(first):.3f} per step)")
+        figures[f"structured_output_{mode}"] = {"first_answers_invalid": round(first_invalid / steps, 4),
+                                                "fell_back": round(result.invalid_rate, 4),
+                                                "requests_per_step": round(result.requests / len(first), 3)}
+    return figures
 
 
 def main() -> None:
@@ -111,8 +125,9 @@ def main() -> None:
     parser.add_argument("--invalid-rate", type=float, default=0.1)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        cost_and_cache(args, Path(tmp))
-        invalid_rates(args, Path(tmp))
+        figures = {"cost": cost_and_cache(args, Path(tmp)), "invalid_answers": invalid_rates(args, Path(tmp))}
+    write_result(f"teacher_cost_{args.format}", figures,
+                 question="What does a real teacher's run cost, and how often are its answers invalid?")
 
 
 if __name__ == "__main__":

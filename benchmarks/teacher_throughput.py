@@ -8,8 +8,10 @@
     (tests/openai_server.py) with 200 ms latency per request: sequential (concurrency 1) vs
     concurrency 16. An episode is 28 requests, so a sequential episode takes about 5.6 s; the
     speed-up in episodes/s should be >= 12x.
-(c) The lineage's data stages on the `--stages` training seeds, as the demo runs them: the teacher
-    stage (play, publish, grade), the re-grade report and the SFT dataset, each stage's seconds.
+(c) The lineage's data stages on the `--stages` training seeds, as the demo runs them (the default
+    teacher): the teacher stage (play, publish, grade), the re-grade report and the SFT dataset,
+    each stage's seconds.
+Figures: benchmarks/results/teacher_throughput.json.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from results_file import write_result  # noqa: E402
+
 from rhythm_core.env.spec import STEPS_PER_EPISODE  # noqa: E402
 from rhythm_core.teacher.run import run_teacher  # noqa: E402
 from rhythm_core.teacher.settings import TeacherSettings  # noqa: E402
@@ -34,8 +38,8 @@ from tests.openai_server import serve  # noqa: E402
 LATENCY_S = 0.2
 
 
-def bayes(tmp: Path, n: int, workers: list[int]) -> None:
-    files = {}
+def bayes(tmp: Path, n: int, workers: list[int]) -> dict:
+    files, figures = {}, {}
     for w in workers:
         out = tmp / f"bayes-w{w}.jsonl"
         start = time.perf_counter()
@@ -46,6 +50,9 @@ def bayes(tmp: Path, n: int, workers: list[int]) -> None:
         print(f"(a) bayes teacher, {w} worker process(es): {result.written} episodes in {wall:.2f} s = "
               f"{result.written / wall:.1f} episodes/s ({size_mb:.1f} MB JSONL, "
               f"{size_mb / max(result.written, 1) * 1000:.1f} kB/episode)")
+        figures[f"workers_{w}"] = {"episodes": result.written, "wall_s": round(wall, 2),
+                                   "episodes_per_s": round(result.written / wall, 1),
+                                   "kb_per_episode": round(size_mb / max(result.written, 1) * 1000, 1)}
     out = tmp / f"bayes-w{workers[0]}.jsonl"
     start = time.perf_counter()
     records = read_trajectories(out).records
@@ -54,15 +61,17 @@ def bayes(tmp: Path, n: int, workers: list[int]) -> None:
     same = all(data == files[workers[0]] for data in files.values())
     print(f"    read back in {read_s:.2f} s and replay-checked: {len(records)}; "
           f"files identical across worker counts: {same}")
+    return {**figures, "read_back_s": round(read_s, 2), "identical_across_workers": same}
 
 
-def stages(tmp: Path, seeds: str) -> None:
+def stages(tmp: Path, seeds: str) -> dict:
     from rhythm_core.data.stages import dataset_stage, reeval_stage
     from rhythm_core.teacher.stage import teacher_stage
 
     timings = {}
     start = time.perf_counter()
-    traj = teacher_stage(TeacherSettings(backend="bayes"), "continuous", seeds, tmp / "lineage")
+    settings = TeacherSettings()
+    traj = teacher_stage(settings, "continuous", seeds, tmp / "lineage")
     timings["teacher stage"] = time.perf_counter() - start
     start = time.perf_counter()
     reeval_stage(traj["path"], "v3", tmp / "lineage")
@@ -74,6 +83,8 @@ def stages(tmp: Path, seeds: str) -> None:
           f"{traj['run']['wall_s']:.1f} s of its stage; dataset {data['version']}):")
     for name, seconds in timings.items():
         print(f"    {name:<16} {seconds:6.1f} s")
+    return {"teacher": settings.backend, "seeds": seeds, "weeks": traj["n_episodes"],
+            **{name: round(seconds, 1) for name, seconds in timings.items()}}
 
 
 def openai_run(server, tmp: Path, label: str, concurrency: int, seeds: range) -> float:
@@ -102,9 +113,10 @@ def main(argv=None) -> None:
     p.add_argument("--no-openai", action="store_true", help="skip (b)")
     args = p.parse_args(argv)
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
+    figures = {}
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        bayes(tmp, args.weeks, [int(w) for w in args.workers.split(",")])
+        figures["bayes_teacher"] = bayes(tmp, args.weeks, [int(w) for w in args.workers.split(",")])
         if not args.no_openai:
             with serve(latency=LATENCY_S) as server:
                 print(f"(b) openai backend vs local server ({server.base_url}), {LATENCY_S * 1000:.0f} ms per request, "
@@ -112,8 +124,13 @@ def main(argv=None) -> None:
                 sequential = openai_run(server, tmp, "sequential", 1, range(1000, 1002))
                 parallel = openai_run(server, tmp, "concurrent", 16, range(2000, 2032))
             print(f"    speed-up (episodes/s, concurrency 16 vs 1): {parallel / sequential:.1f}x")
+            figures["openai_backend"] = {"latency_s": LATENCY_S, "episodes_per_s_concurrency_1": round(sequential, 3),
+                                         "episodes_per_s_concurrency_16": round(parallel, 3),
+                                         "speed_up": round(parallel / sequential, 1)}
         if args.stages != "none":
-            stages(tmp, args.stages)
+            figures["data_stages"] = stages(tmp, args.stages)
+    write_result("teacher_throughput", figures,
+                 question="How fast do the teachers write trajectories, and how long do the demo's data stages take?")
 
 
 if __name__ == "__main__":

@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from results_file import write_result
+
 
 def timed(command: list[str], env: dict | None = None) -> float:
     start = time.perf_counter()
@@ -81,6 +83,12 @@ def main() -> None:
     print(f"median process wall: none {none:.1f} s, mlflow {mlflow:.1f} s, difference {mlflow - none:+.1f} s "
           f"({(mlflow - none) / none:+.1%}); steps {args.short_steps} + {args.steps}, logging every "
           f"{args.logging_steps}")
+    write_result("tracking_overhead", {
+        "steps": args.steps, "short_steps": args.short_steps, "logging_steps": args.logging_steps,
+        "repeats": args.repeats, "import_mlflow_s": round(import_s, 1), "create_store_s": round(create_s, 1),
+        "open_store_s": round(reuse_s, 1), "process_wall_s": {k: [round(w, 1) for w in v] for k, v in walls.items()},
+        "median_difference_s": round(mlflow - none, 1), "median_difference": round((mlflow - none) / none, 3)},
+        question="What does MLflow tracking cost a training run?")
 
 
 if __name__ == "__main__":
