@@ -8,8 +8,8 @@ answer, which is what a teacher's answer looks like in training data.
 
 Modules: `prompts` (the system prompts), `format` (prompt formats, rationale kinds and
 `DatasetFormat`), `render` (the week as chat messages), `answer` (parsing and the canonical answer),
-`fallback` (the safe action) and `schema` (the answer's JSON schema). Import from the package:
-`from rhythm_core.protocol import parse_answer`.
+`numbers` (the 2-decimal grid and the evidence chain's addition), `fallback` (the safe action) and `schema` (the answer's JSON schema). Import from
+the package: `from rhythm_core.protocol import parse_answer`.
 """
 
 from .answer import ParsedAnswer, action_prefix, format_answer, parse_answer
@@ -24,6 +24,7 @@ from .format import (
     REASONING,
     DatasetFormat,
 )
+from .numbers import DECIMALS, add_increment
 from .prompts import COMPACT_SYSTEM_PROMPT, PROMPT_VARIANTS, SYSTEM_PROMPT, system_prompt
 from .render import (
     chat_turn_renderer,
@@ -40,6 +41,7 @@ __all__ = [
     "ANSWER_RESPONSE_FORMAT",
     "CHAT_FORMATS",
     "COMPACT_SYSTEM_PROMPT",
+    "DECIMALS",
     "DEFAULT_PROMPT_FORMAT",
     "DEFAULT_READOUT_FORM",
     "DEFAULT_REASONING",
@@ -51,6 +53,7 @@ __all__ = [
     "DatasetFormat",
     "ParsedAnswer",
     "action_prefix",
+    "add_increment",
     "chat_turn_renderer",
     "fallback_action",
     "fallback_actions",

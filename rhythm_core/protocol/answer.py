@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..env.spec import ACTIONS, BELIEF_DIMS, action_index
+from .numbers import DECIMALS
 
 
 @dataclass(frozen=True)
@@ -163,7 +164,7 @@ def action_prefix(answer: str) -> str:
 
 def format_answer(action: str, belief, reasoning: str) -> str:
     """The canonical answer: compact JSON, reasoning first (the model explains before it commits),
-    beliefs clipped to [0, 1] and rounded to 2 decimals. Raises ValueError on an unknown action or a
+    beliefs clipped to [0, 1] and rounded to the grid (`DECIMALS`, 2 decimals). Raises ValueError on an unknown action or a
     malformed belief, since teacher data must be clean."""
     answer = {"reasoning": str(reasoning)}
     if belief is not None:
@@ -179,6 +180,6 @@ def format_answer(action: str, belief, reasoning: str) -> str:
         numbers = [float(v) for v in values]
         if not all(math.isfinite(v) for v in numbers):
             raise ValueError(f"belief values must be finite, got {numbers}")
-        answer["belief"] = {d: round(min(max(v, 0.0), 1.0), 2) + 0.0 for d, v in zip(BELIEF_DIMS, numbers)}
+        answer["belief"] = {d: round(min(max(v, 0.0), 1.0), DECIMALS) + 0.0 for d, v in zip(BELIEF_DIMS, numbers)}
     answer["action"] = ACTIONS[action_index(action)]
     return json.dumps(answer, separators=(",", ":"), ensure_ascii=False)

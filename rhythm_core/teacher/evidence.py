@@ -38,9 +38,9 @@ import numpy as np
 
 from ..env.spec import ACTIONS, BELIEF_DIMS, METERS, SLOTS
 from ..protocol.format import READOUT_FORMS
+from ..protocol.numbers import DECIMALS, add_increment
 
 RIDGE = 1e-3  # keeps the weights of rare (action, slot) pairs near 0 instead of fitting noise
-DECIMALS = 2
 # Below this many weeks with a stated final belief the fit is flagged unreliable (in the dataset card
 # and the asset metadata), since 600 weights are fitted from too little: measured
 # on the Bayesian teacher (benchmarks/evidence_readout.py), the chain's final-belief MAE on the
@@ -83,8 +83,8 @@ def _features(observations: list, upto: int) -> np.ndarray:
 def walk_chain(observations: list, start, increment) -> tuple[np.ndarray, np.ndarray]:
     """Increments and beliefs (T, 3) of a chain from `start`: at each step t > 0 the increment is
     `increment(t, action, anomaly, previous belief)` on the grid, and the belief the previous plus it,
-    clipped to [0, 1], on the grid (so a stated belief is exactly the previous one plus the stated
-    increment)."""
+    clipped to [0, 1], on the grid (`protocol.add_increment`: a stated belief is exactly the previous
+    one plus the stated increment)."""
     increments = np.zeros((len(observations), len(BELIEF_DIMS)))
     beliefs = np.zeros_like(increments)
     belief = np.round(np.asarray(start, dtype=np.float64), DECIMALS)
@@ -92,7 +92,7 @@ def walk_chain(observations: list, start, increment) -> tuple[np.ndarray, np.nda
         if t > 0:
             action, anomaly = _evidence(obs, t)
             increments[t] = np.round(increment(t, action, anomaly, belief), DECIMALS) + 0.0
-            belief = np.round(np.clip(belief + increments[t], 0.0, 1.0), DECIMALS)
+            belief = add_increment(belief, increments[t])
         beliefs[t] = belief
     return increments, beliefs + 0.0
 

@@ -21,9 +21,11 @@ import re
 from functools import lru_cache
 
 from ..env.spec import BELIEF_DIMS
+from ..protocol.numbers import DECIMALS, add_increment
 
-# Kinds of whole-number tokens: a stated increment (" +0.20", " -0.05") and a stated belief ("0.84").
-_KINDS = (re.compile(r"^ [+-]0\.\d\d$"), re.compile(r"^(0\.\d{1,2}|1\.0)$"))
+# Kinds of whole-number tokens, on the protocol's grid: a stated increment (" +0.20", " -0.05") and a
+# stated belief ("0.84").
+_KINDS = (re.compile(f"^ [+-]0\\.\\d{{{DECIMALS}}}$"), re.compile(f"^(0\\.\\d{{1,{DECIMALS}}}|1\\.0)$"))
 
 
 @lru_cache(maxsize=8)
@@ -102,8 +104,7 @@ def belief_sum(context: str) -> tuple[str, float] | None:
     dim = key.group(1)
     if not previous or dim not in increments:
         return None
-    total = float(previous[-1].group(BELIEF_DIMS.index(dim) + 1)) + float(increments[dim])
-    return dim, round(min(1.0, max(0.0, total)), 2) + 0.0
+    return dim, float(add_increment(float(previous[-1].group(BELIEF_DIMS.index(dim) + 1)), float(increments[dim])))
 
 
 @lru_cache(maxsize=8)
@@ -120,7 +121,7 @@ def belief_sum_processor(tokenizer):
     belief_ids, values = kinds[-1]
     ids_of: dict[float, list[int]] = {}
     for i, value in zip(belief_ids, values):
-        ids_of.setdefault(round(value, 2), []).append(i)
+        ids_of.setdefault(round(value, DECIMALS), []).append(i)
     is_belief = torch.zeros(len(tokenizer), dtype=torch.bool)
     is_belief[belief_ids] = True
     on_device: dict = {}  # device -> is_belief there, copied once
