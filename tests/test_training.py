@@ -398,8 +398,8 @@ def test_numeric_embeddings_put_near_values_near_each_other():
 def test_belief_probe_reads_increment_and_belief_numbers_where_the_model_would_write_them():
     import torch
 
-    from rhythm_core.evaluation.belief_probe import _BELIEF_NUMBER, _belief_numbers
-    from rhythm_core.training.number_decoding import INCREMENT_NUMBER
+    from rhythm_core.evaluation.belief_probe import _belief_numbers
+    from rhythm_core.protocol import BELIEF_NUMBER, INCREMENT_NUMBER
     from rhythm_core.training.tiny import train_tokenizer
 
     answers = ['{"reasoning":"social +0.0 morning +0.0 work +0.0","belief":{"social":0.5,"morning":0.5,"work":0.5},'
@@ -419,7 +419,7 @@ def test_belief_probe_reads_increment_and_belief_numbers_where_the_model_would_w
     assert teacher.tolist() == [[0.0, 0.0, 0.0], [0.2, -0.1, 0.0]] and np.array_equal(teacher, model) and readable.all()
     # where the model spreads its mass the probe reads what it writes: the median of its numbers
     # (0.4 is likeliest at 40%, but 0.5 holds the middle of 0.4 / 0.5 / 0.7), not the argmax
-    first = _BELIEF_NUMBER.search(text)
+    first = BELIEF_NUMBER.search(text)
     offsets = tokenizer(text, return_offsets_mapping=True, add_special_tokens=False)["offset_mapping"]
     at = next(i for i, (start, _end) in enumerate(offsets) if start == first.start(2)) - 1
     spread = perfect.clone()

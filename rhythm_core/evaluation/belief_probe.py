@@ -18,20 +18,17 @@ the part that needs inference; the belief after it is copying and adding.
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
 from ..env.spec import BELIEF_DIMS
-from ..training.number_decoding import INCREMENT_NUMBER
-
-_BELIEF_NUMBER = re.compile(r'"(' + "|".join(BELIEF_DIMS) + r')":\s*(-?\d+(?:\.\d+)?)')
+from ..protocol import BELIEF_NUMBER, INCREMENT_NUMBER, stated_increments
 
 
-def _belief_numbers(text: str, tokenizer, logits, pattern=_BELIEF_NUMBER, clip: bool = True):
-    """(teacher values, the values the model writes, readable), each (steps, 3), of the numbers `pattern` finds
-    in the assistant turns of one rendered conversation. A number that is not one token of its own (a
-    rare value the tokenizer splits) is not readable: its model value is NaN and it is left out."""
+def _belief_numbers(text: str, tokenizer, logits, pattern=BELIEF_NUMBER, clip: bool = True):
+    """(teacher values, the values the model writes, readable), each (steps, 3), of the numbers `pattern`
+    (`protocol.BELIEF_NUMBER` or `INCREMENT_NUMBER`: group 2 the number) finds in the assistant turns of
+    one rendered conversation. A number that is not one token of its own (a rare value the tokenizer
+    splits) is not readable: its model value is NaN and it is left out."""
     from ..training.number_decoding import number_median_processor
 
     median = number_median_processor(tokenizer)
@@ -91,7 +88,6 @@ def belief_probe(model_dir, dataset_dir, *, episodes: int = 20, split: str = "va
     model.eval()
     truth_err, probe_gap, copy_gap, teacher_err, numbers_seen = [], [], [], [], []
     update_gap, zero_gap = [], []
-    assistant_text = re.compile(r"\{\"reasoning\":\"([^\"]*)\"")
     for row in rows:
         text = tokenizer.apply_chat_template(row["messages"], tokenize=False)
         ids = tokenizer(text, add_special_tokens=False, return_tensors="pt")["input_ids"].to(model.device)
@@ -104,7 +100,7 @@ def belief_probe(model_dir, dataset_dir, *, episodes: int = 20, split: str = "va
         if not readable.any():
             continue
         numbers_seen.append(~np.isnan(probe[readable]))
-        if any(INCREMENT_NUMBER.search(m.group(1)) for m in assistant_text.finditer(text)):
+        if any(stated_increments(m["content"]) for m in row["messages"] if m["role"] == "assistant"):
             updates = _belief_numbers(text, tokenizer, logits, INCREMENT_NUMBER, clip=False)
             if updates is not None:
                 update_gap.append(np.nanmean(np.abs(updates[1] - updates[0])))

@@ -8,7 +8,8 @@ answer, which is what a teacher's answer looks like in training data.
 
 Modules: `prompts` (the system prompts), `format` (prompt formats, rationale kinds and
 `DatasetFormat`), `render` (the week as chat messages), `answer` (parsing and the canonical answer),
-`numbers` (the 2-decimal grid and the evidence chain's addition), `fallback` (the safe action) and `schema` (the answer's JSON schema). Import from
+`numbers` (the 2-decimal grid, the evidence chain's addition, and the answer's numbers read where they
+stand in a text), `fallback` (the safe action) and `schema` (the answer's JSON schema). Import from
 the package: `from rhythm_core.protocol import parse_answer`.
 """
 
@@ -24,7 +25,16 @@ from .format import (
     REASONING,
     DatasetFormat,
 )
-from .numbers import DECIMALS, add_increment
+from .numbers import (
+    ANSWER_START,
+    BELIEF_NUMBER,
+    DECIMALS,
+    INCREMENT_NUMBER,
+    add_increment,
+    belief_due,
+    last_stated_belief,
+    stated_increments,
+)
 from .prompts import COMPACT_SYSTEM_PROMPT, PROMPT_VARIANTS, SYSTEM_PROMPT, system_prompt
 from .render import (
     chat_turn_renderer,
@@ -39,6 +49,8 @@ from .schema import ANSWER_JSON_SCHEMA, ANSWER_RESPONSE_FORMAT
 __all__ = [
     "ANSWER_JSON_SCHEMA",
     "ANSWER_RESPONSE_FORMAT",
+    "ANSWER_START",
+    "BELIEF_NUMBER",
     "CHAT_FORMATS",
     "COMPACT_SYSTEM_PROMPT",
     "DECIMALS",
@@ -50,19 +62,23 @@ __all__ = [
     "READOUT_FORMS",
     "REASONING",
     "SYSTEM_PROMPT",
+    "INCREMENT_NUMBER",
     "DatasetFormat",
     "ParsedAnswer",
     "action_prefix",
     "add_increment",
+    "belief_due",
     "chat_turn_renderer",
     "fallback_action",
     "fallback_actions",
     "format_answer",
+    "last_stated_belief",
     "parse_answer",
     "render_chat_turn",
     "render_conversation",
     "render_labeled_turn",
     "render_messages",
     "render_user_prompt",
+    "stated_increments",
     "system_prompt",
 ]

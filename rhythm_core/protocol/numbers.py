@@ -1,13 +1,41 @@
-"""The numbers of the text protocol: the 2-decimal grid prompts show and answers write on (`DECIMALS`)
-and the evidence chain's addition on it (`add_increment`).
+"""The numbers of the text protocol as text: the 2-decimal grid prompts show and answers write on
+(`DECIMALS`), the evidence chain's addition (`add_increment`), and the answer's numbers read back
+from text (`BELIEF_NUMBER`, `INCREMENT_NUMBER`, `stated_increments`, `last_stated_belief`,
+`belief_due`).
+
+`parse_answer` reads a whole answer's values through its JSON; the readers here find the numbers
+where they stand in a text that is not one answer: a conversation (the belief probe reads what the
+model would write at each number) or an answer still being written (greedy decoding writes the
+belief as the previous answer's plus the increment just written: `training/number_decoding.py`).
+They read the canonical answer's layout (`format_answer`: the reasoning first, then the belief's
+dimensions in their order) and the evidence reasoning's ("social +0.01 morning +0.00 work -0.05":
+`data/answers.py`).
 """
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
+
+from ..env.spec import BELIEF_DIMS
 
 # The grid every belief, increment and shown anomaly is written on: 2 decimals.
 DECIMALS = 2
+
+# How a canonical answer starts (format_answer writes the reasoning first).
+ANSWER_START = '{"reasoning":'
+
+_DIM = "(" + "|".join(BELIEF_DIMS) + ")"
+_BELIEF_VALUE = r"(\d(?:\.\d+)?)"  # as an answer writes a belief in [0, 1]: "0.84", "1.0", "0"
+# A stated belief number: group 1 its dimension, group 2 the number ('"social":0.84').
+BELIEF_NUMBER = re.compile(f'"{_DIM}":\\s*{_BELIEF_VALUE}')
+# An evidence increment in the reasoning: group 1 its dimension, group 2 the signed number ("social +0.01").
+INCREMENT_NUMBER = re.compile(f'(?<=[" ]){_DIM} ([+-]\\d+\\.\\d+)')
+# A whole stated belief, its dimensions in order: groups 1-3 the numbers.
+_STATED_BELIEF = re.compile(r'"belief":\s*\{' + r",\s*".join(f'"{d}":\\s*{_BELIEF_VALUE}' for d in BELIEF_DIMS)
+                            + r"\}")
+_BELIEF_DUE = re.compile(f'"{_DIM}":\\s*$')
 
 
 def add_increment(belief, increment) -> np.ndarray:
@@ -17,3 +45,26 @@ def add_increment(belief, increment) -> np.ndarray:
     a student's belief the same way (`training.number_decoding.belief_sum`)."""
     total = np.clip(np.asarray(belief, dtype=np.float64) + np.asarray(increment, dtype=np.float64), 0.0, 1.0)
     return np.array([round(float(v), DECIMALS) for v in total.ravel()]).reshape(total.shape) + 0.0
+
+
+def stated_increments(answer: str) -> dict[str, float]:
+    """The evidence increments an answer (or its start) states before its "belief" key, by dimension
+    ({"social": 0.01, ...}; the last one where a dimension's is stated twice, none where the
+    reasoning carries none)."""
+    return {dim: float(value) for dim, value in INCREMENT_NUMBER.findall(answer.split('"belief"', 1)[0])}
+
+
+def last_stated_belief(text: str, end: int | None = None) -> dict[str, float] | None:
+    """The last whole belief stated in text[:end] ('"belief":{"social":..,"morning":..,"work":..}'), by
+    dimension, or None where there is none."""
+    found = list(_STATED_BELIEF.finditer(text, 0, len(text) if end is None else end))
+    if not found:
+        return None
+    return {dim: float(found[-1].group(k + 1)) for k, dim in enumerate(BELIEF_DIMS)}
+
+
+def belief_due(text: str) -> str | None:
+    """The dimension whose belief number `text` ends just before ('..."belief":{"social":' gives
+    "social"), or None."""
+    key = _BELIEF_DUE.search(text)
+    return None if key is None else key.group(1)

@@ -20,8 +20,14 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from ..env.spec import BELIEF_DIMS
-from ..protocol.numbers import DECIMALS, add_increment
+from ..protocol.numbers import (
+    ANSWER_START,
+    DECIMALS,
+    add_increment,
+    belief_due,
+    last_stated_belief,
+    stated_increments,
+)
 
 # Kinds of whole-number tokens, on the protocol's grid: a stated increment (" +0.20", " -0.05") and a
 # stated belief ("0.84").
@@ -78,11 +84,6 @@ def number_median_processor(tokenizer):
     return NumberMedian()
 
 
-_ANSWER_START = '{"reasoning":'
-_BELIEF_KEY = re.compile(r'"(' + "|".join(BELIEF_DIMS) + r')":\s*$')
-_STATED_BELIEF = re.compile(r'"belief":\s*\{' + r",\s*".join(f'"{d}":\\s*(\\d(?:\\.\\d+)?)' for d in BELIEF_DIMS) + r"\}")
-# The "evidence" increments inside an answer: "social +0.01 morning +0.00 work -0.05".
-INCREMENT_NUMBER = re.compile(r'(?<=[" ])(' + "|".join(BELIEF_DIMS) + r") ([+-]\d+\.\d+)")
 # Tokens of context read back to find the previous answer: the demo student's previous belief lies
 # 30-48 tokens back (a user turn and an answer are ~22 and ~13), and a malformed previous answer sends
 # the search further. Decoding is the processor's cost, so the short window is read first.
@@ -94,17 +95,15 @@ def belief_sum(context: str) -> tuple[str, float] | None:
     belief plus the increment this answer's reasoning wrote for that dimension, clipped to [0, 1], on
     the 2-decimal grid. None where `context` (the text so far, ending just before the number) is not
     at a belief number, or has no previous belief or no increment for it."""
-    start = context.rfind(_ANSWER_START)
-    key = _BELIEF_KEY.search(context) if start >= 0 else None
-    if key is None:
+    start = context.rfind(ANSWER_START)
+    dim = belief_due(context) if start >= 0 else None
+    if dim is None:
         return None
-    answer = context[start:]
-    previous = list(_STATED_BELIEF.finditer(context, 0, start))
-    increments = dict(INCREMENT_NUMBER.findall(answer.split('"belief"', 1)[0]))
-    dim = key.group(1)
-    if not previous or dim not in increments:
+    previous = last_stated_belief(context, start)
+    increments = stated_increments(context[start:])
+    if previous is None or dim not in increments:
         return None
-    return dim, float(add_increment(float(previous[-1].group(BELIEF_DIMS.index(dim) + 1)), float(increments[dim])))
+    return dim, float(add_increment(previous[dim], increments[dim]))
 
 
 @lru_cache(maxsize=8)
