@@ -1,5 +1,7 @@
-"""The protocol's numbers as text (rhythm_core.protocol.numbers): the grid's addition and the
-readers of an answer's numbers, each the one place its rule lives."""
+"""The protocol's numbers as text (rhythm_core.protocol.numbers): the grid's addition, the signed
+renderer and the readers of an answer's numbers, each the one place its rule lives."""
+
+import numpy as np
 
 from rhythm_core.protocol import (
     BELIEF_NUMBER,
@@ -7,6 +9,7 @@ from rhythm_core.protocol import (
     belief_due,
     format_answer,
     last_stated_belief,
+    signed,
     stated_increments,
 )
 
@@ -20,6 +23,11 @@ def test_the_chains_addition_clips_to_zero_one_and_rounds_to_the_grid_as_python_
     assert str(float(add_increment(0.05, -0.05))) == "0.0"  # never -0.0
     # off the grid it rounds as round() does, not as numpy's scaled rounding (0.17 where numpy says 0.18)
     assert float(add_increment(0.125, 0.05)) == round(0.175, 2) == 0.17
+
+
+def test_a_signed_number_is_written_on_the_grid_and_zero_is_never_negative():
+    assert [signed(v) for v in (0.05, -0.1, -0.004, 0.0, -0.0, 0.125, np.float64(-0.333))] == [
+        "+0.05", "-0.10", "+0.00", "+0.00", "+0.00", "+0.12", "-0.33"]
 
 
 def test_the_answers_numbers_are_read_where_they_stand():

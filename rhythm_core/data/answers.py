@@ -5,7 +5,7 @@ reasoning is the read-out's increment for the step and the belief its running su
 from __future__ import annotations
 
 from ..env.spec import BELIEF_DIMS
-from ..protocol import format_answer
+from ..protocol import format_answer, signed
 from ..teacher.evidence import EvidenceReadout, InnovationReadout
 
 
@@ -19,7 +19,7 @@ def episode_answers(record: dict, reasoning: str, readout: EvidenceReadout | Inn
     increments, beliefs = readout.chain(observations)
     answers = []
     for t, step in enumerate(record["steps"]):
-        text = " ".join(f"{d} {v:+.2f}" for d, v in zip(BELIEF_DIMS, increments[t]))
+        text = " ".join(f"{d} {signed(v)}" for d, v in zip(BELIEF_DIMS, increments[t]))
         parsed = {**(step.get("parsed") or {}), "belief": dict(zip(BELIEF_DIMS, beliefs[t].tolist()))}
         answers.append(_answer(record, {**step, "parsed": parsed}, t, reasoning, text))
     return answers

@@ -33,6 +33,7 @@ from .numbers import (
     add_increment,
     belief_due,
     last_stated_belief,
+    signed,
     stated_increments,
 )
 from .prompts import COMPACT_SYSTEM_PROMPT, PROMPT_VARIANTS, SYSTEM_PROMPT, system_prompt
@@ -79,6 +80,7 @@ __all__ = [
     "render_labeled_turn",
     "render_messages",
     "render_user_prompt",
+    "signed",
     "stated_increments",
     "system_prompt",
 ]

@@ -1,7 +1,7 @@
 """The numbers of the text protocol as text: the 2-decimal grid prompts show and answers write on
-(`DECIMALS`), the evidence chain's addition (`add_increment`), and the answer's numbers read back
-from text (`BELIEF_NUMBER`, `INCREMENT_NUMBER`, `stated_increments`, `last_stated_belief`,
-`belief_due`).
+(`DECIMALS`), a signed number as they write it (`signed`), the evidence chain's addition
+(`add_increment`), and the answer's numbers read back from text (`BELIEF_NUMBER`,
+`INCREMENT_NUMBER`, `stated_increments`, `last_stated_belief`, `belief_due`).
 
 `parse_answer` reads a whole answer's values through its JSON; the readers here find the numbers
 where they stand in a text that is not one answer: a conversation (the belief probe reads what the
@@ -36,6 +36,13 @@ INCREMENT_NUMBER = re.compile(f'(?<=[" ]){_DIM} ([+-]\\d+\\.\\d+)')
 _STATED_BELIEF = re.compile(r'"belief":\s*\{' + r",\s*".join(f'"{d}":\\s*{_BELIEF_VALUE}' for d in BELIEF_DIMS)
                             + r"\}")
 _BELIEF_DUE = re.compile(f'"{_DIM}":\\s*$')
+
+
+def signed(value) -> str:
+    """A number as prompts and answers write a change: signed, on the grid ("+0.05", "-0.10"); one
+    that rounds to zero reads "+0.00", never "-0.00"."""
+    text = f"{float(value):+.{DECIMALS}f}"
+    return "+" + text[1:] if float(text) == 0.0 else text
 
 
 def add_increment(belief, increment) -> np.ndarray:

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from ..env.spec import ACTIONS, METERS, STEPS_PER_EPISODE, action_index
 from .format import CHAT_FORMATS, PROMPT_FORMATS
+from .numbers import signed
 from .prompts import system_prompt
 
 _METER_HEADER = " ".join(m[:4] for m in METERS)  # "vita cogn prog sere conn"
 
 
 def _signed(values) -> str:
-    # Formatting rounds as round(v, 2) does; a value that rounds to zero reads "+0.00", never "-0.00".
-    return " ".join(text if text != "-0.00" else "+0.00" for text in map("{:+.2f}".format, values))
+    return " ".join(map(signed, values))
 
 
 def _plain(values) -> str:
@@ -108,8 +108,7 @@ def render_labeled_turn(history) -> str:
     state = f"Now day {now.day} {now.slot}, {_labeled(f'{float(v):.2f}' for v in now.meters)}"
     if len(history) == 1:
         return "Start of the week. Each turn: the last action and its anomaly per meter, then the state now.\n" + state
-    anomaly = (f"{round(float(v), 2) + 0.0:+.2f}" for v in now.anomaly)
-    return f"{now.last_action} anomaly {_labeled(anomaly)}\n{state}"
+    return f"{now.last_action} anomaly {_labeled(map(signed, now.anomaly))}\n{state}"
 
 
 def chat_turn_renderer(prompt_format: str):
