@@ -16,7 +16,7 @@ from .artifacts import write_result
 from .data.stages import dataset_stage, reeval_stage
 from .evaluation.results import eval_results_stage
 from .evaluation.rollouts import DEFAULT_EVAL_SEEDS, eval_rollouts_stage, teacher_player
-from .teacher.settings import TeacherSettings
+from .teacher.settings import DEFAULT_BACKEND, TeacherSettings
 from .teacher.stage import teacher_stage
 from .training.entry import run_stage
 from .training.publish import train_and_publish
@@ -106,7 +106,7 @@ def run_distillation(out, preset: str | dict = DEFAULT_PRESET, *, grader: str = 
         return result
 
     if reuse_sft_from is None:
-        teacher = TeacherSettings(backend=spec.get("teacher", "bayes"))
+        teacher = TeacherSettings(backend=spec.get("teacher", DEFAULT_BACKEND))
         traj = timed("teacher_trajectories", lambda: teacher_stage(teacher, "continuous", spec["teacher_seeds"], root,
                                                                    grader=grader, log=log))
         timed("reeval_report", lambda: reeval_stage(traj["path"], grader, root))

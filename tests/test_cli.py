@@ -105,6 +105,25 @@ def test_distill_runs_the_demo_preset_unless_told_otherwise(capsys, tmp_path, mo
     assert calls == ["demo", "long"]
 
 
+def test_a_preset_that_names_no_teacher_distils_the_default_one(tmp_path, monkeypatch):
+    import rhythm_core.distill as distill
+    from rhythm_core.teacher.settings import DEFAULT_BACKEND, TeacherSettings
+
+    class Played(Exception):
+        pass
+
+    played = []
+
+    def teacher_stage(settings, condition, seeds, root, **kwargs):
+        played.append(settings.backend)
+        raise Played  # stop before any work
+
+    monkeypatch.setattr(distill, "teacher_stage", teacher_stage)
+    with pytest.raises(Played):
+        distill.run_distillation(tmp_path, {k: v for k, v in distill.PRESETS["demo"].items() if k != "teacher"})
+    assert played == [DEFAULT_BACKEND] == [TeacherSettings().backend]
+
+
 def test_each_preset_distils_its_own_teacher_from_the_cli_and_from_dagster(tmp_path, monkeypatch):
     import dagster as dg
 

@@ -27,6 +27,9 @@ class MissingAPIKey(UserError, ValueError):
 # bayes-kalman-2 (bayes_v3): the planner scores paths with grader v3's score-to-go (2026-11-26).
 OFFLINE_MODELS = {"bayes": "bayes-kalman-1", "bayes_v3": "bayes-kalman-2", "search": "search-mc-1"}
 BACKENDS = (*OFFLINE_MODELS, "openai", "azure")
+# The teacher played where none is named (TeacherSettings, the CLI's --backend, the Dagster teacher
+# resource, a `rhythm distill` preset without one): the search teacher, which the demo distils.
+DEFAULT_BACKEND = "search"
 
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high")
 STRUCTURED_OUTPUT_MODES = ("auto", "on", "off")
@@ -54,7 +57,7 @@ class TeacherSettings:
     protocol for the run if the endpoint answers 400 to it; "on" requires it; "off" never asks.
     """
 
-    backend: str = "search"  # search | bayes | bayes_v3 (offline) | openai | azure
+    backend: str = DEFAULT_BACKEND  # search | bayes | bayes_v3 (offline) | openai | azure
     model: str = ""
     base_url: str | None = None  # OpenAI-compatible endpoint (openai backend)
     api_key: str | None = field(default=None, repr=False)
