@@ -5,7 +5,7 @@ conversation (chat formats) or one row per decision (table)."""
 from __future__ import annotations
 
 from ..env.spec import ENV_VERSION, STEPS_PER_EPISODE
-from ..protocol import CHAT_FORMATS, SYSTEM_PROMPT, render_conversation
+from ..protocol import CHAT_FORMATS, DEFAULT_PROMPT_VARIANT, SYSTEM_PROMPT, render_conversation
 from ..teacher.trajectories import replay
 
 
@@ -47,7 +47,8 @@ def episode_rows(record: dict, answers: list[str | None], states: list, history:
     if prompt_format in CHAT_FORMATS:
         if any(a is None for a in answers):
             return None
-        conversation = render_conversation(history, answers[:-1], variant="full", prompt_format=prompt_format)
+        conversation = render_conversation(history, answers[:-1], variant=DEFAULT_PROMPT_VARIANT,
+                                           prompt_format=prompt_format)
         return [{**row, "messages": conversation + [{"role": "assistant", "content": answers[-1]}],
                  "steps": list(range(STEPS_PER_EPISODE)), "env_states": states}]
     rows = []

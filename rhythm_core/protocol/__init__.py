@@ -36,7 +36,15 @@ from .numbers import (
     signed,
     stated_increments,
 )
-from .prompts import COMPACT_SYSTEM_PROMPT, PROMPT_VARIANTS, SYSTEM_PROMPT, system_prompt
+from .prompts import (
+    COMPACT_SYSTEM_PROMPT,
+    DEFAULT_PROMPT_VARIANT,
+    PROMPT_VARIANTS,
+    SCRATCH_PROMPT_VARIANT,
+    SYSTEM_PROMPT,
+    UNRECORDED_PROMPT_VARIANT,
+    system_prompt,
+)
 from .render import (
     chat_turn_renderer,
     render_chat_turn,
@@ -56,13 +64,16 @@ __all__ = [
     "COMPACT_SYSTEM_PROMPT",
     "DECIMALS",
     "DEFAULT_PROMPT_FORMAT",
+    "DEFAULT_PROMPT_VARIANT",
     "DEFAULT_READOUT_FORM",
     "DEFAULT_REASONING",
     "PROMPT_FORMATS",
     "PROMPT_VARIANTS",
     "READOUT_FORMS",
     "REASONING",
+    "SCRATCH_PROMPT_VARIANT",
     "SYSTEM_PROMPT",
+    "UNRECORDED_PROMPT_VARIANT",
     "INCREMENT_NUMBER",
     "DatasetFormat",
     "ParsedAnswer",

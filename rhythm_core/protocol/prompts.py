@@ -54,9 +54,18 @@ COMPACT_SYSTEM_PROMPT = (
     'JSON object: {"reasoning": ..., "belief": {"social": ..., "morning": ..., "work": ...}, "action": ...}.'
 )
 PROMPT_VARIANTS = {"full": SYSTEM_PROMPT, "compact": COMPACT_SYSTEM_PROMPT}
+# What a prompt is rendered with where no variant is named: the task explained, as LLM teachers and
+# pretrained students read it (and as a dataset's conversations store it).
+DEFAULT_PROMPT_VARIANT = "full"
+# What a student trained from scratch (the tiny model) trains and plays with unless its config names
+# another, since it cannot use the explanation.
+SCRATCH_PROMPT_VARIANT = "compact"
+# What a checkpoint record that names no variant was trained with: records from before variants were
+# recorded, all on the full prompt, whatever new runs default to.
+UNRECORDED_PROMPT_VARIANT = "full"
 
 
-def system_prompt(variant: str = "full") -> str:
+def system_prompt(variant: str = DEFAULT_PROMPT_VARIANT) -> str:
     """The system message: "full" explains the task (LLM teachers, pretrained students); "compact"
     is a short fixed marker for students trained from scratch, which cannot use the explanation
     and would otherwise spend most of their compute re-reading it."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 from ..env.spec import ACTIONS, METERS, STEPS_PER_EPISODE, action_index
 from .format import CHAT_FORMATS, PROMPT_FORMATS
 from .numbers import signed
-from .prompts import system_prompt
+from .prompts import DEFAULT_PROMPT_VARIANT, system_prompt
 
 _METER_HEADER = " ".join(m[:4] for m in METERS)  # "vita cogn prog sere conn"
 
@@ -119,7 +119,8 @@ def chat_turn_renderer(prompt_format: str):
     return render_labeled_turn if prompt_format == "chat_labeled" else render_chat_turn
 
 
-def render_conversation(history, answers: list[str], *, variant: str = "full", prompt_format: str = "chat") -> list[dict]:
+def render_conversation(history, answers: list[str], *, variant: str = DEFAULT_PROMPT_VARIANT,
+                        prompt_format: str = "chat") -> list[dict]:
     """Chat messages for the decision at history[-1].
 
     "table": system + one user message holding the whole week so far (`render_user_prompt`); the
@@ -144,7 +145,8 @@ def render_conversation(history, answers: list[str], *, variant: str = "full", p
     return messages
 
 
-def render_messages(history, actions_taken: list[str] | None = None, *, variant: str = "full") -> list[dict]:
+def render_messages(history, actions_taken: list[str] | None = None, *,
+                    variant: str = DEFAULT_PROMPT_VARIANT) -> list[dict]:
     """Chat messages for the decision at history[-1] (a pure function of the history).
 
     actions_taken is optional: the observations already record each step's action. When given, it

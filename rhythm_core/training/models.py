@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from ..errors import UserError
+from ..protocol import UNRECORDED_PROMPT_VARIANT
 
 TINY = "tiny"
 
@@ -110,6 +111,6 @@ def play_info(path) -> dict:
 
 
 def prompt_variant(info: dict) -> str:
-    """The system prompt's variant a checkpoint's record (`checkpoint_info` or `play_info`) names; "full"
-    for a record that names none (written before variants were recorded)."""
-    return info.get("prompt_variant") or "full"
+    """The system prompt's variant a checkpoint's record (`checkpoint_info` or `play_info`) names;
+    UNRECORDED_PROMPT_VARIANT ("full") for a record that names none (written before variants were recorded)."""
+    return info.get("prompt_variant") or UNRECORDED_PROMPT_VARIANT

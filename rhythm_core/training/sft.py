@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..artifacts import verify_artifact
 from ..data.sft_dataset import dataset_format, evidence_readout
-from ..protocol import system_prompt
+from ..protocol import DEFAULT_PROMPT_VARIANT, SCRATCH_PROMPT_VARIANT, system_prompt
 from ..tracking.callback import attach_tracking
 from ..tracking.store import report_to_list
 from .fused_head import labelled_positions_only, speedups
@@ -64,7 +64,7 @@ class SFTRunConfig:
     logging_steps: int = 5
     eval_examples: int = 64  # validation examples scored for loss/accuracy and answer validity
     seed: int = 0
-    prompt_variant: str | None = None  # None: "compact" for the tiny model, "full" otherwise
+    prompt_variant: str | None = None  # None: SCRATCH_PROMPT_VARIANT for the tiny model, DEFAULT_PROMPT_VARIANT otherwise
     tiny: dict[str, int] = field(default_factory=dict)  # overrides of TinyModelConfig fields
     report_to: str = "mlflow"  # trainer integrations: mlflow (the run its owner opened), tensorboard, none, "a,b"
 
@@ -86,7 +86,7 @@ class SFTRunConfig:
 
     @property
     def variant(self) -> str:
-        return self.prompt_variant or ("compact" if self.base_model == TINY else "full")
+        return self.prompt_variant or (SCRATCH_PROMPT_VARIANT if self.base_model == TINY else DEFAULT_PROMPT_VARIANT)
 
 
 def with_system_prompt(ds, variant: str):
