@@ -62,6 +62,8 @@ MISTAKES = [
     (["teacher", "--purpose", "evaluation", "--seeds", "0-3", "--out", "t.jsonl"],
      "--out: cannot resume: t.jsonl, line 1: holds training records; this run writes evaluation records"),
     (["teacher", "--seeds", "0-3", "--out", "x.jsonl"], "seed 0 is not a training seed"),
+    (["teacher", "--seeds", "9600", "--out", "x.jsonl"],
+     "seed 9600 is a tuning seed (1 such); continuous seeds 9500-9699 are reserved for tuning"),
     (["teacher", "--seeds", "ten", "--out", "x.jsonl"], "bad seed range 'ten'"),
     (["teacher", "--temperature", "-1", "--out", "x.jsonl"], "--temperature must be between 0 and 2"),
     (["teacher", "--max-cost-usd", "-5", "--out", "x.jsonl"], "--max-cost-usd must be a number of dollars > 0"),

@@ -14,7 +14,7 @@ import yaml
 from ..env.spec import ENV_VERSION, STEPS_PER_EPISODE
 from ..protocol import CHAT_FORMATS, DatasetFormat
 from .schema import SPLITS, build_info
-from .summary import content_hash, dataset_summary, episodes_by_split, eval_seed_hits, seed_ranges
+from .summary import content_hash, dataset_summary, episodes_by_split, eval_seed_hits, seed_ranges, tuning_seed_hits
 
 _SECRET_KEY = re.compile(r"token|api_?key|secret|password|credential", re.IGNORECASE)
 _HF_TOKEN = re.compile(r"^hf_[A-Za-z0-9]{20,}$")
@@ -57,6 +57,11 @@ def _size_category(n: int) -> str:
 def _cell(value) -> str:
     """A value as one markdown table cell (no line breaks, pipes escaped)."""
     return " ".join(str(value).split()).replace("|", "\\|")
+
+
+def _episodes_text(hits: list[tuple[str, int]]) -> str:
+    """(condition, seed) pairs as a card cell: "continuous 5, continuous 9501", or "none"."""
+    return ", ".join(f"{c} {s}" for c, s in hits) or "none"
 
 
 def _describe_teacher(teacher) -> str:
@@ -107,7 +112,7 @@ def render_card(dataset_dict, provenance: dict, digest: str, episodes: dict[str,
     fraction = provenance.get("validation_fraction", build.get("validation_fraction", "unknown"))
     source = provenance.get("source_file", "unknown")
     source_hash = provenance.get("source_sha256", "unknown")
-    eval_hits = eval_seed_hits(episodes)
+    eval_hits, tuning_hits = eval_seed_hits(episodes), tuning_seed_hits(episodes)
     chat = build.get("prompt_format") in CHAT_FORMATS
     if chat:
         layout = ("One example per episode: the whole week as one conversation (system prompt; per step a user turn "
@@ -151,7 +156,8 @@ def render_card(dataset_dict, provenance: dict, digest: str, episodes: dict[str,
         f"| source sha256 | {_cell(source_hash)} |",
         f"| split | by episode, hash of (split seed, condition, seed); split seed {_cell(split_seed)}, "
         f"validation fraction {_cell(fraction)} |",
-        f"| evaluation seeds present | {'none' if not eval_hits else ', '.join(f'{c} {s}' for c, s in eval_hits)} |",
+        f"| evaluation seeds present | {_episodes_text(eval_hits)} |",
+        f"| tuning seeds present | {_episodes_text(tuning_hits)} |",
         f"| content sha256 | {digest} |", "",
         "## Splits", "",
         "| split | episodes | examples | fallback steps dropped | seeds by condition |", "|---|---|---|---|---|",

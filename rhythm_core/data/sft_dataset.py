@@ -148,7 +148,7 @@ def build_sft_dataset(
         if record.get("purpose") == "evaluation":
             raise ValueError(f"episode {key[0]} seed {key[1]} is the teacher's play on an evaluation seed "
                              "(purpose 'evaluation'); it never enters training data")
-        try:  # evaluation seeds never become training data, whatever path built the records
+        try:  # evaluation and tuning seeds never become training data, whatever path built the records
             check_training_seeds(key[0], [key[1]])
         except ValueError as err:
             raise ValueError(f"records[{n}] (episode {key[0]} seed {key[1]}): {err}") from None

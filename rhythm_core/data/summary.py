@@ -1,5 +1,6 @@
-"""What a built dataset holds, read back from it: its episodes per split, any evaluation seeds among
-them (`check_no_eval_seeds`), its `content_hash`, its counts (`dataset_summary`) and `seed_ranges`."""
+"""What a built dataset holds, read back from it: its episodes per split, any evaluation or tuning
+seeds among them (`check_no_eval_seeds`), its `content_hash`, its counts (`dataset_summary`) and
+`seed_ranges`."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Iterable
 
 import datasets
 
-from ..env.conditions import EVAL_SEEDS
+from ..env.conditions import EVAL_SEEDS, TUNING_SEEDS
 
 
 def _episode_keys(ds: datasets.Dataset) -> list[tuple[str, int]]:
@@ -19,8 +20,10 @@ def _episode_keys(ds: datasets.Dataset) -> list[tuple[str, int]]:
 
 
 def check_no_eval_seeds(dataset_dict) -> list[tuple[str, int]]:
-    """(condition, seed) pairs of any split that are evaluation seeds; [] means the data is clean."""
-    return eval_seed_hits(episodes_by_split(dataset_dict))
+    """(condition, seed) pairs of any split that are evaluation or tuning seeds, the seeds training data
+    never comes from; [] means the data is clean."""
+    episodes = episodes_by_split(dataset_dict)
+    return sorted(eval_seed_hits(episodes) + tuning_seed_hits(episodes))
 
 
 def episodes_by_split(dataset_dict) -> dict[str, list[tuple[str, int]]]:
@@ -30,7 +33,16 @@ def episodes_by_split(dataset_dict) -> dict[str, list[tuple[str, int]]]:
 
 def eval_seed_hits(episodes: dict[str, list[tuple[str, int]]]) -> list[tuple[str, int]]:
     """The (condition, seed) pairs among `episodes` (as `episodes_by_split` gives them) that are evaluation seeds."""
-    return sorted({(c, s) for keys in episodes.values() for c, s in keys if s in EVAL_SEEDS.get(c, ())})
+    return _hits(episodes, EVAL_SEEDS)
+
+
+def tuning_seed_hits(episodes: dict[str, list[tuple[str, int]]]) -> list[tuple[str, int]]:
+    """The (condition, seed) pairs among `episodes` that are tuning seeds (conditions.TUNING_SEEDS)."""
+    return _hits(episodes, TUNING_SEEDS)
+
+
+def _hits(episodes: dict[str, list[tuple[str, int]]], reserved: dict[str, range]) -> list[tuple[str, int]]:
+    return sorted({(c, s) for keys in episodes.values() for c, s in keys if s in reserved.get(c, ())})
 
 
 def content_hash(dataset_dict) -> str:

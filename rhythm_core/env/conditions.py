@@ -1,4 +1,5 @@
-"""The three evaluation conditions, their disjoint seed ranges and the seed-range parser."""
+"""The three evaluation conditions, their disjoint seed ranges, the seeds reserved for evaluation and
+for tuning, and the seed-range parser."""
 
 from __future__ import annotations
 
@@ -22,17 +23,22 @@ CONDITIONS: dict[str, Condition] = {
     "discrete3": Condition("discrete3", 20_000, 29_999, "legacy fixed profiles: introvert, extrovert, workaholic"),
 }
 
-# Seeds reserved for evaluation. Training data (teacher rollouts) must come from TRAINING_SEEDS only.
+# Seeds reserved for evaluation. Training data (teacher rollouts) must come from TRAINING_SEEDS only,
+# outside TUNING_SEEDS.
 EVAL_SEEDS: dict[str, range] = {
     "continuous": range(0, 1_000),
     "ood": range(10_000, 20_000),
     "discrete3": range(20_000, 30_000),
 }
 TRAINING_SEEDS: dict[str, range] = {"continuous": range(1_000, 10_000)}
+# Training seeds reserved as a tuning set: benchmarks compare recipes on these held-out weeks, so no
+# training data comes from them (teacher rollouts, SFT datasets, the Gymnasium env's drawn episodes).
+TUNING_SEEDS: dict[str, range] = {"continuous": range(9_500, 9_700)}
 
 
 def check_training_seeds(condition: str, seeds) -> None:
-    """Every seed must be a training seed of `condition` (never an evaluation seed)."""
+    """Every seed must be a training seed of `condition`: never an evaluation seed, nor a tuning seed."""
+    seeds = list(seeds)
     allowed = TRAINING_SEEDS.get(condition)
     if allowed is None:
         raise ValueError(f"condition {condition!r} is evaluation-only; teacher training data comes from: "
@@ -41,6 +47,11 @@ def check_training_seeds(condition: str, seeds) -> None:
     if outside:
         raise ValueError(f"seed {outside[0]} is not a training seed ({len(outside)} such); {condition} training "
                          f"seeds are {allowed.start}-{allowed.stop - 1} (the rest are reserved for evaluation)")
+    tuning = TUNING_SEEDS.get(condition, range(0))
+    reserved = [s for s in seeds if s in tuning]
+    if reserved:
+        raise ValueError(f"seed {reserved[0]} is a tuning seed ({len(reserved)} such); {condition} seeds "
+                         f"{tuning.start}-{tuning.stop - 1} are reserved for tuning and never become training data")
 
 
 def get_condition(name: str) -> Condition:

@@ -22,7 +22,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from . import rng
-from .conditions import TRAINING_SEEDS, check_seed, get_condition
+from .conditions import TRAINING_SEEDS, TUNING_SEEDS, check_seed, get_condition
 from .dynamics import INITIAL_JITTER, INITIAL_METERS, NOISE_SD, expected_delta, neutral_delta, profile_tensor
 from .observation import BatchObservation, EnvState, Observation, render_ansi
 from .profiles import sample_factors
@@ -66,14 +66,27 @@ def _as_int_seed(seed) -> int:
 
 def _draw_range(condition: str) -> tuple[int, int]:
     """[low, high) of the episode seeds that a Gymnasium RNG draws (reset without a seed, or a seed
-    outside the condition's range with strict_seeds=False): the condition's training seeds where it has
-    some (continuous 1000-9999, so drawn episodes never touch evaluation seeds), else its whole range
-    (ood and discrete3 are evaluation-only)."""
+    outside the condition's range with strict_seeds=False; `_draw_seeds` passes over the tuning seeds
+    in it): the condition's training seeds where it has some (continuous 1000-9999, so drawn episodes
+    never touch evaluation seeds), else its whole range (ood and discrete3 are evaluation-only)."""
     training = TRAINING_SEEDS.get(condition)
     if training is not None:
         return training.start, training.stop
     cond = get_condition(condition)
     return cond.first_seed, cond.last_seed + 1
+
+
+def _draw_seeds(generator, condition: str, size: int | None = None):
+    """Episode seeds `generator` draws uniformly from `_draw_range`, any that falls on a tuning seed
+    (conditions.TUNING_SEEDS: continuous 9500-9699, never training data) drawn again; an int where
+    `size` is None, else an int64 array. A draw off the tuning seeds is the one it always was; each
+    redraw takes one more number from the generator, shifting its later draws."""
+    low, high = _draw_range(condition)
+    tuning = TUNING_SEEDS.get(condition, range(0))
+    seeds = np.atleast_1d(generator.integers(low, high, size=size, dtype=np.int64))
+    while len(redraw := np.flatnonzero((seeds >= tuning.start) & (seeds < tuning.stop))):
+        seeds[redraw] = generator.integers(low, high, size=len(redraw), dtype=np.int64)
+    return int(seeds[0]) if size is None else seeds
 
 
 def _noise_table(seeds: np.ndarray) -> np.ndarray:
@@ -179,8 +192,7 @@ class VectorRhythmEnv(VectorEnv):
             if self._num_envs is None:
                 raise ValueError("reset() without seeds needs num_envs: VectorRhythmEnv(condition, num_envs=N), "
                                  "or pass the episode seeds")
-            low, high = _draw_range(self.condition)
-            return self.np_random.integers(low, high, size=self._num_envs, dtype=np.int64)
+            return _draw_seeds(self.np_random, self.condition, self._num_envs)
         if np.ndim(seed) == 0:  # Gymnasium: an int seed means seed, seed + 1, ... and seeds the env's RNG
             first = _as_int_seed(seed)
             seeds = first + np.arange(self._num_envs or 1, dtype=np.int64)
@@ -194,9 +206,8 @@ class VectorRhythmEnv(VectorEnv):
             outside = np.flatnonzero((seeds < cond.first_seed) | (seeds > cond.last_seed))
             if len(outside):
                 seeds = seeds.copy()
-                low, high = _draw_range(self.condition)
                 for i in outside:  # the first draw of a Gymnasium RNG seeded with it, as RhythmEnv.reset does
-                    seeds[i] = seeding.np_random(int(seeds[i]))[0].integers(low, high)
+                    seeds[i] = _draw_seeds(seeding.np_random(int(seeds[i]))[0], self.condition)
         if first is not None:
             self._np_random, self._np_random_seed = seeding.np_random(first)
         return seeds
@@ -355,7 +366,7 @@ class RhythmEnv(gym.Env):
         if seed is not None and get_condition(self.condition).contains(seed):
             episode_seed = seed
         else:  # no seed, or (strict_seeds=False) one outside the range: the Gymnasium RNG draws it
-            episode_seed = int(self.np_random.integers(*_draw_range(self.condition)))
+            episode_seed = _draw_seeds(self.np_random, self.condition)
         batch, _ = self._vec._start(np.array([episode_seed], dtype=np.int64), (options or {}).get("factors"))
         return self._obs(batch), {"seed": episode_seed, "condition": self.condition}
 

@@ -1,7 +1,7 @@
 """Asset checks: every artifact holds the files it was published with (blocking), the teacher data is
-complete and valid (blocking), no evaluation seed leaks into training data (blocking), GRPO is not
-worse than its SFT start on held-out training weeks (blocking), the teacher beats the heuristic
-under the active grader (warning), and the students' evaluation figures (warnings)."""
+complete and valid (blocking), no evaluation or tuning seed leaks into training data (blocking), GRPO
+is not worse than its SFT start on held-out training weeks (blocking), the teacher beats the
+heuristic under the active grader (warning), and the students' evaluation figures (warnings)."""
 
 
 import dagster as dg
@@ -74,7 +74,8 @@ def teacher_beats_heuristic(reeval_report: dict) -> dg.AssetCheckResult:
 
 
 @dg.asset_check(asset=sft_dataset, blocking=True,
-                description="No evaluation seed (conditions.EVAL_SEEDS) appears in any split of the training data.")
+                description="No evaluation or tuning seed (conditions.EVAL_SEEDS, TUNING_SEEDS) appears in any split "
+                            "of the training data.")
 def sft_dataset_has_no_eval_seeds(sft_dataset: dict) -> dg.AssetCheckResult:
     # Imported here: `datasets` (with pyarrow and pandas) would add ~1 s to every load of the definitions.
     import datasets
@@ -85,8 +86,8 @@ def sft_dataset_has_no_eval_seeds(sft_dataset: dict) -> dg.AssetCheckResult:
     return dg.AssetCheckResult(
         passed=not leaked,
         severity=dg.AssetCheckSeverity.ERROR,
-        description=(f"evaluation seeds in the training data: {leaked[:20]}" if leaked
-                     else "no evaluation seed in any split"),
+        description=(f"evaluation or tuning seeds in the training data: {leaked[:20]}" if leaked
+                     else "no evaluation or tuning seed in any split"),
         metadata={"leaked_episodes": len(leaked)},
     )
 
