@@ -302,14 +302,37 @@ def test_rollouts_hold_no_grader_output_and_regrade_without_models(evaluated):
 
 
 def test_a_students_manifest_entry_says_whether_it_wrote_each_belief_as_the_sum(sft_result, tmp_path):
+    """`belief_sum` says whether the belief-sum processor ran, not what the checkpoint asked for: a
+    linear-chain record asks for it, and the tiny student's greedy play runs it; sampled play, or a
+    Qwen2 tokenizer (no whole-number belief tokens: the published 3B student's), runs none."""
     from rhythm_core.evaluation.rollouts import _play_file
+    from rhythm_core.training.models import checkpoint_info, load_model_and_tokenizer
+    from rhythm_core.training.qwen2_standin import build_qwen2_standin
 
-    for summed in (True, False):
-        (tmp_path / str(summed)).mkdir()
-        make = lambda s=summed: LLMPolicyAgent.from_checkpoint(  # noqa: E731
-            sft_result[0]["model_dir"], sampling=SamplingConfig(max_new_tokens=8), sum_beliefs=s)
-        _, entry, _ = _play_file("student", make, {"id": "student"}, "continuous", [0], tmp_path / str(summed))
-        assert entry["belief_sum"] is summed
+    model_dir = sft_result[0]["model_dir"]
+    linear = {**checkpoint_info(model_dir), "readout_form": "linear"}
+
+    def linear_chain(folder, loaded, sampling):
+        record = tmp_path / f"{folder.name}_linear_record"
+        record.mkdir(exist_ok=True)
+        (record / "rhythm_checkpoint.json").write_text(json.dumps(linear))
+        return lambda: LLMPolicyAgent.from_checkpoint(record, loaded=loaded, sampling=sampling)
+
+    tiny = load_model_and_tokenizer(model_dir)
+    standin = build_qwen2_standin(tmp_path / "qwen2", ['Day 1 morning. {"belief": {"social": 0.42}} +0.05'] * 20)
+    greedy, sampled = SamplingConfig(max_new_tokens=8), SamplingConfig(max_new_tokens=8, temperature=0.7)
+    players = {
+        "tiny_greedy": (linear_chain(Path(model_dir), tiny, greedy), True),
+        "tiny_greedy_asked_not_to": (lambda: LLMPolicyAgent.from_checkpoint(model_dir, loaded=tiny, sampling=greedy,
+                                                                           sum_beliefs=False), False),
+        "tiny_sampled": (linear_chain(Path(model_dir), tiny, sampled), False),
+        "qwen2_greedy": (linear_chain(standin, load_model_and_tokenizer(str(standin)), greedy), False),
+    }
+    for name, (make, ran) in players.items():
+        assert make().sum_beliefs is (name != "tiny_greedy_asked_not_to")  # what the record asks for
+        (tmp_path / name).mkdir()
+        _, entry, _ = _play_file("student", make, {"id": "student"}, "continuous", [0], tmp_path / name)
+        assert entry["belief_sum"] is ran, name
 
 
 def test_corrupt_checkpoint_fails_clearly_and_publishes_nothing(tmp_path):

@@ -99,8 +99,8 @@ def _play_file(name: str, make: Callable[[], object], identity: dict, condition:
     invalid = float(np.mean([r["invalid"] for r in records]))
     entry = {"player": name, "condition": condition, "episodes": len(records), "invalid_rate": invalid,
              "sha256": sha256_file(Path(staged) / file)}
-    if hasattr(agent, "sum_beliefs"):  # a student: whether each belief was written as the sum of its reasoning
-        entry["belief_sum"] = bool(agent.sum_beliefs)
+    if hasattr(agent, "writes_belief_sums"):  # a student: whether each belief was written as the sum of its reasoning
+        entry["belief_sum"] = bool(agent.writes_belief_sums)
     cache = getattr(agent, "prompt_cache", None)
     reuse = f", prompt tokens reused {cache.reused_fraction:.0%}" if cache is not None else ""
     return file, entry, (f"{name} on {condition}: {len(records)} episodes in {time.perf_counter() - start:.1f} s, "

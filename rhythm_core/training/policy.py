@@ -22,7 +22,7 @@ from ..protocol import (
     parse_answer,
     render_conversation,
 )
-from .generation import SamplingConfig, generate_answers
+from .generation import SamplingConfig, belief_sum_decoding, generate_answers
 from .models import load_model_and_tokenizer, play_info, prompt_variant
 from .prompt_cache import PromptCache, prompt_cache_budget, supports_prompt_cache
 from .prompt_tokens import ConversationTokens, extends_by_message
@@ -65,6 +65,13 @@ class LLMPolicyAgent(Agent):
         sum_beliefs = kwargs.pop("sum_beliefs", info["readout_form"] == "linear")
         return cls(model, tokenizer, sampling=sampling, variant=variant, prompt_format=prompt_format,
                    sum_beliefs=sum_beliefs, **kwargs)
+
+    @property
+    def writes_belief_sums(self) -> bool:
+        """Whether its decoding really writes each belief as the sum of its reasoning: `sum_beliefs`
+        asks for it, and only greedy decoding with a tokenizer of whole-number belief tokens does it
+        (generation.belief_sum_decoding)."""
+        return belief_sum_decoding(self.sampling, self.tokenizer, self.sum_beliefs) is not None
 
     def reset(self, env: VectorRhythmEnv) -> None:
         super().reset(env)
