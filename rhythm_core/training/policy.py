@@ -16,6 +16,7 @@ from ..env import BatchObservation, VectorRhythmEnv
 from ..env.spec import ACTION_INDEX, BELIEF_DIMS
 from ..protocol import (
     CHAT_FORMATS,
+    DEFAULT_PROMPT_VARIANT,
     DatasetFormat,
     chat_turn_renderer,
     fallback_action,
@@ -33,7 +34,8 @@ class LLMPolicyAgent(Agent):
 
     emits_belief = True
 
-    def __init__(self, model, tokenizer, *, sampling: SamplingConfig | None = None, variant: str = "full",
+    def __init__(self, model, tokenizer, *, sampling: SamplingConfig | None = None,
+                 variant: str = DEFAULT_PROMPT_VARIANT,
                  prompt_format: str = "table", name: str = "student", batch_size: int = 64,
                  reuse_prompt_cache: bool = True, sum_beliefs: bool = False):
         self.model, self.tokenizer = model, tokenizer
