@@ -70,9 +70,9 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/env_throughput.py
 
 # Before paying for GPU time: every GPU stage on a 3B-shaped student, ~8 minutes on one CUDA GPU
-# (a CUDA build of torch: `make TORCH_SPEC=torch install`); `--smoke` is its CPU form.
+# (a CUDA build of torch: `make TORCH_SPEC=torch install`); `rhythm gpu-check --smoke` is its CPU form.
 gpu-check: $(STAMP)
-	$(BIN)/python benchmarks/gpu_check.py --out gpu_check.json
+	$(BIN)/rhythm gpu-check --out gpu_check.json
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -142,3 +142,25 @@ def check_distill(args) -> None:
     from ..outputs import check_output_root
 
     check_output_root(args.out)
+
+
+def check_gpu_check(args) -> None:
+    import math
+
+    from ..compute.gpu_check import STAGES, probe_device
+    from ..outputs import check_output_file
+
+    args.stage_list = [s.strip() for s in args.stages.split(",") if s.strip()]
+    unknown = [s for s in args.stage_list if s not in STAGES]
+    if unknown or not args.stage_list:
+        raise BadInput(f"--stages: unknown stage {', '.join(unknown)}; allowed: {', '.join(STAGES)}" if unknown
+                       else f"--stages {args.stages!r} names no stage; allowed: {', '.join(STAGES)}")
+    if not (math.isfinite(args.budget_scale) and args.budget_scale > 0):
+        raise BadInput(f"--budget-scale must be above 0, got {args.budget_scale}")
+    check_output_file(args.out, arg="--out")
+    if args.work is not None and os.path.exists(args.work) and not os.path.isdir(args.work):
+        raise BadInput(f"--work {args.work} is a file; give a folder")
+    args.device = probe_device()
+    if not args.smoke and args.device[0] != "cuda":
+        raise BadInput("no CUDA GPU is visible to torch here (a CPU build of torch, or no GPU): install a CUDA build "
+                       "(`make TORCH_SPEC=torch install`) on a GPU machine, or run the CPU form with --smoke")

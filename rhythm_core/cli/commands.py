@@ -30,6 +30,7 @@ from .checks import (
     check_dataset,
     check_distill,
     check_eval,
+    check_gpu_check,
     check_reeval,
     check_teacher,
 )
@@ -148,6 +149,27 @@ def _cmd_distill(args) -> int:
     summary = run_distillation(args.out, args.preset, grader=args.grader)
     print(f"summary: {args.out}/distill_summary.json; results: {summary['results_json']}")
     return 0
+
+
+def _cmd_gpu_check(args) -> int:
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from ..compute.gpu_check import WORK_PREFIX, run_check
+
+    # A folder the user named is theirs to keep (it may hold an earlier run's stages, which --stages
+    # can build on); the default temporary one (gigabytes on a GPU) goes at the end, an interrupt too.
+    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix=WORK_PREFIX))
+    keep = args.keep or args.work is not None
+    try:
+        record = run_check(Path(args.out), work, args.smoke, args.stage_list, args.budget_scale, device=args.device)
+    finally:
+        if not keep:
+            shutil.rmtree(work, ignore_errors=True)
+    print(f"gpu-check: {'every stage finished' if record['ok'] else 'FAILED'}; figures in {args.out}, "
+          + (f"work in {work}" if keep else "work folder removed (--keep keeps it)"))
+    return 0 if record["ok"] else 1
 
 
 def _cmd_plugin(args) -> int:
@@ -283,6 +305,20 @@ def build_parser() -> argparse.ArgumentParser:
                         "more weeks and steps, from the search teacher, the innovation evidence chain (about 19 minutes); published: the 3B LoRA student (for a GPU)")
     p.add_argument("--out", required=True, help="output root, created if missing in a folder that exists")
     grader(p)
+
+    from ..compute.gpu_check import STAGES
+
+    p = command("gpu-check", "before paying for GPU time: every GPU stage offline on a random-weight 3B-shaped "
+                "student and the demo's tiny one, each in a child process under a time budget; exit 1 when one "
+                "crashes, overruns or fails", _cmd_gpu_check, check_gpu_check)
+    p.add_argument("--smoke", action="store_true", help="the CPU form: tiny shapes, a minute or two (also runs on a GPU)")
+    p.add_argument("--out", default="gpu_check.json", help="the JSON file the figures go to, rewritten as each stage ends")
+    p.add_argument("--work", default=None,
+                   help="folder for the stages' data and models, kept at the end (default: a temporary folder, "
+                        "removed at the end unless --keep)")
+    p.add_argument("--keep", action="store_true", help="keep the temporary work folder (its path is printed)")
+    p.add_argument("--stages", default=",".join(STAGES), help="comma-separated, run in this order")
+    p.add_argument("--budget-scale", type=float, default=1.0, help="multiply every stage's time budget (a slower GPU)")
 
     parser._plugin_names = set()
     for name, entry_point in sorted(plugin_commands().items()):

@@ -37,13 +37,16 @@ class LLMPolicyAgent(Agent):
     def __init__(self, model, tokenizer, *, sampling: SamplingConfig | None = None,
                  variant: str = DEFAULT_PROMPT_VARIANT,
                  prompt_format: str = "table", name: str = "student", batch_size: int = 64,
-                 reuse_prompt_cache: bool = True, sum_beliefs: bool = False):
+                 reuse_prompt_cache: bool = True, sum_beliefs: bool = False,
+                 prompt_cache_max_bytes: int | None = None):
         self.model, self.tokenizer = model, tokenizer
         self.sum_beliefs = sum_beliefs  # see generate_answers
         self.sampling = sampling or SamplingConfig()
         self.variant, self.prompt_format, self.name, self.batch_size = variant, prompt_format, name, batch_size
         # Each step's prompt extends the last one, so its shared prefix need not be run again.
         self.reuse_prompt_cache = reuse_prompt_cache and supports_prompt_cache(model)
+        # the cache's bytes: None for prompt_cache_budget's (a share of a GPU's free memory; no bound on the CPU)
+        self.prompt_cache_max_bytes = prompt_cache_max_bytes
         self.prompt_cache: PromptCache | None = None
         self.tokenize_by_message = prompt_format in CHAT_FORMATS and extends_by_message(tokenizer)
         self.tokens: ConversationTokens | None = None
@@ -83,7 +86,9 @@ class LLMPolicyAgent(Agent):
         self.beliefs = np.full((n, len(BELIEF_DIMS)), np.nan)
         self.last_messages: list[list[dict]] = []
         self.last_parsed: list = []
-        self.prompt_cache = PromptCache(max_bytes=prompt_cache_budget(self.model)) if self.reuse_prompt_cache else None
+        budget = self.prompt_cache_max_bytes
+        budget = prompt_cache_budget(self.model) if budget is None else budget
+        self.prompt_cache = PromptCache(max_bytes=budget) if self.reuse_prompt_cache else None
         self.conversations: list[list[dict]] = [[] for _ in range(n)]  # chat formats: each episode's, so far
         self.tokens = ConversationTokens(self.tokenizer, n) if self.tokenize_by_message else None
 

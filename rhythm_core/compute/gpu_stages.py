@@ -1,55 +1,24 @@
-"""The GPU check to run before paying for GPU time: the published recipe's stages on a random-weight
-Qwen2.5-3B-shaped student and the demo's tiny student, offline (nothing is downloaded), each stage
-in a process of its own under a time budget. Figures go to a JSON file as each stage ends.
+"""The GPU check's stages (`gpu_check` runs each in a child process): what each does, at the sizes
+`sizes` gives, and the figures it returns; `run_one_stage` is a child's side. Nothing heavy is
+imported until a stage runs.
 
-    make gpu-check                                    # one CUDA GPU, ~8 minutes: gpu_check.json
-    python benchmarks/gpu_check.py --smoke            # the CPU form: tiny shapes, about a minute
-
-Stages (each needs the ones before it that it names):
-  prepare   Bayesian-teacher weeks and their SFT datasets (48 weeks for the 3B student, the demo's 2,000
-            for the tiny one); the 3B-shaped model (Qwen2's tokenizer class trained offline on the weeks)
-  lora_sft  LoRA SFT at the published settings (r=16, micro-batches of 2, 4 accumulated): s/step, tokens/s,
-            and a profile of its second step (device busy time against wall time, kernel launches)
-  grpo      GRPO at the published settings (8 completions in micro-batches of 2, 2 steps, 12-token
-            completions) and its gate on 4 held-out weeks: s/step, the gate's time
-  play      the SFT student on 8 weeks x 28 turns at 12 new tokens, as evaluation plays it, then with the
-            prompt cache off, with it held within 0.5 GiB and (CUDA) with cuDNN's attention: seconds,
-            seconds outside generate, peak memory per variant
-  tiny      the demo's tiny SFT (600 + 240 steps) and GRPO with its gate (64 weeks), then the SFT student's play
-            of 64 weeks with the belief's sum and without
-Every stage records its peak memory (CUDA: allocated and reserved; CPU: the process's peak RSS; the
-play's is its default variant's, each variant's beside it) and, on CUDA, whether it fits an A10G
-(24 GB: 21.5 GiB reserved leaves room for the CUDA context).
-Exit status 0 when every stage finished, 1 when any crashed or ran past its budget, 2 for a mistake.
+The play's token check: a random-weight student's answers are never valid (every action is the
+fallback), so its actions say nothing; each play variant's generated token ids are compared with the
+default's, turn by turn and week by week (`compare_tokens`). Where the student plays in float32 (the
+CPU) the variants must generate the same ids and a difference fails the stage (`play_failures`); in
+bf16 (CUDA) the cached and uncached paths round differently and a random-weight model's near-ties
+turn on that, so there the comparison is recorded, not failed on (`token_check` in the figures).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import signal
-import subprocess
-import sys
-import tempfile
 import time
-from contextlib import nullcontext
-from datetime import UTC, datetime
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # rhythm_core, and the Qwen2 stand-in under tests/
-sys.path.insert(0, str(ROOT / "benchmarks"))  # number_decoding's play
-
-# stage -> (the stages it needs, budget in seconds on CUDA, budget in the CPU smoke form). The smoke
-# form's budgets only catch a hang: a stage of ~10 s took 90 s on this 2-core CPU under other load.
-STAGES = {
-    "prepare": ((), 150, 600),
-    "lora_sft": (("prepare",), 240, 600),  # 127 s on an H200 with the step profile, 62-67 s without
-    "grpo": (("lora_sft",), 300, 600),  # 177 s on an H200, 123 s of it the gate
-    "play": (("lora_sft",), 150, 600),
-    "tiny": (("prepare",), 150, 600),
-}
 A10G_RESERVED_GIB = 21.5  # 24 GB is 22.35 GiB; the CUDA context and the allocator's slack take the rest
 
 
@@ -69,11 +38,11 @@ def sizes(smoke: bool) -> dict:
 def stage_prepare(work: Path, smoke: bool, device: str) -> dict:
     import datasets
 
-    from rhythm_core.data.stages import dataset_stage
-    from rhythm_core.protocol import system_prompt
-    from rhythm_core.teacher.settings import TeacherSettings
-    from rhythm_core.teacher.stage import teacher_stage
-    from tests.qwen2_standin import QWEN25_3B_SHAPE, build_qwen2_standin
+    from ..data.stages import dataset_stage
+    from ..protocol import system_prompt
+    from ..teacher.settings import TeacherSettings
+    from ..teacher.stage import teacher_stage
+    from ..training.qwen2_standin import QWEN25_3B_SHAPE, build_qwen2_standin
 
     size = sizes(smoke)
     figures = {}
@@ -165,8 +134,8 @@ def _log_history(out: Path) -> list[dict]:
 
 
 def stage_lora_sft(work: Path, smoke: bool, device: str) -> dict:
-    from rhythm_core.distill import PRESETS
-    from rhythm_core.training.sft import SFTRunConfig, run_sft
+    from ..distill import PRESETS
+    from ..training.sft import SFTRunConfig, run_sft
 
     prepared = _read(work, "prepare")
     config = SFTRunConfig(**{**PRESETS["published"]["sft"], "base_model": prepared["base"],
@@ -187,8 +156,8 @@ def stage_lora_sft(work: Path, smoke: bool, device: str) -> dict:
 
 
 def stage_grpo(work: Path, smoke: bool, device: str) -> dict:
-    from rhythm_core.distill import PRESETS
-    from rhythm_core.training.grpo import GRPORunConfig, run_grpo
+    from ..distill import PRESETS
+    from ..training.grpo import GRPORunConfig, run_grpo
 
     size = sizes(smoke)
     overrides = {"max_steps": size["grpo_steps"], "max_completion_length": size["new_tokens"],
@@ -209,77 +178,148 @@ def stage_grpo(work: Path, smoke: bool, device: str) -> dict:
             "generation_attention": result["speedups"].get("generation_attention"), "wall_s": result["wall_s"]}
 
 
-def _timed_generate(model, clock: dict):
-    """Count the seconds `model.generate` takes (the GPU's work included) into clock["generate_s"]."""
-    import torch
+# ---------------------------------------------------------------------------------------------
+# the play: variants of evaluation's play, their seconds and their token ids against the default's
+@dataclass(frozen=True)
+class PlayVariant:
+    """One way the play stage plays the SFT student, through the core's public settings."""
 
-    generate = model.generate
+    name: str
+    prompt_cache: bool = True  # LLMPolicyAgent(reuse_prompt_cache=...)
+    cache_bytes: int | None = None  # LLMPolicyAgent(prompt_cache_max_bytes=...); None: the product's budget
+    cudnn_attention: bool = False  # generation.CUDNN_ATTENTION_ENV=1: torch may choose cuDNN's attention
+    temperature: float = 0.0  # the sampling temperature; 0 (greedy) as evaluation plays
 
-    def timed(*args, **kwargs):
+
+def play_variants(smoke: bool, device: str) -> list[PlayVariant]:
+    """The play stage's variants, the default (evaluation's play) first: the prompt cache off, held
+    within a budget a week overflows (the CPU form's 1 MiB; 0.5 GiB on a GPU) and, on CUDA, cuDNN's
+    attention on."""
+    variants = [PlayVariant("default"), PlayVariant("prompt cache off", prompt_cache=False),
+                PlayVariant("prompt cache within 1 MiB", cache_bytes=2**20) if smoke
+                else PlayVariant("prompt cache within 0.5 GiB", cache_bytes=2**29)]
+    if device == "cuda":
+        variants.append(PlayVariant("cuDNN attention on", cudnn_attention=True))
+    return variants
+
+
+class GenerateRecorder:
+    """Wraps one model's `generate` (an attribute of that model object; the core is left alone): the
+    seconds its calls take (the GPU's work included), their number, and each generated row's new
+    token ids, up to and including the first end-of-answer token (what follows is padding), in the
+    order the rows were generated."""
+
+    def __init__(self, model, eos_ids):
+        self.generate, self.eos = model.generate, set(eos_ids)
+        self.reset()
+        model.generate = self
+
+    def reset(self) -> None:
+        self.seconds, self.calls, self.rows = 0.0, 0, []
+
+    def __call__(self, *args, **kwargs):
+        import torch
+
         started = time.perf_counter()
-        out = generate(*args, **kwargs)
+        out = self.generate(*args, **kwargs)
         if torch.cuda.is_available():
             torch.cuda.synchronize()
-        clock["generate_s"] += time.perf_counter() - started
-        clock["calls"] += 1
+        self.seconds += time.perf_counter() - started
+        self.calls += 1
+        sequences = out if isinstance(out, torch.Tensor) else out.sequences
+        prompt = kwargs["input_ids"] if "input_ids" in kwargs else args[0]
+        for row in sequences[:, prompt.shape[1] :].tolist():
+            end = next((i + 1 for i, token in enumerate(row) if token in self.eos), len(row))
+            self.rows.append(row[:end])
         return out
 
-    model.generate = timed
+
+def compare_tokens(default: list[list[int]], rows: list[list[int]], weeks: int) -> dict:
+    """A variant's generated token ids (`rows`, one per answer in the order the play generated them:
+    every week's turn 1, then turn 2, ...) against the default variant's: whether they are the same
+    throughout, the share of (week, turn) answers that are, and the first turn (1-based) where any
+    week's differ (None where none does)."""
+    answers = max(len(default), len(rows))
+    same = [i < len(default) and i < len(rows) and default[i] == rows[i] for i in range(answers)]
+    return {"same_tokens_as_default": all(same),
+            "answers_same_as_default": round(sum(same) / answers, 4) if answers else None,
+            "first_different_turn": next((i // max(weeks, 1) + 1 for i, equal in enumerate(same) if not equal), None)}
 
 
 def stage_play(work: Path, smoke: bool, device: str) -> dict:
-    from unittest import mock
-
-    import numpy as np
-
-    from rhythm_core.evaluation.rollouts import play_records
-    from rhythm_core.training import policy
-    from rhythm_core.training.generation import CUDNN_ATTENTION_ENV, SamplingConfig, attention_backend
-    from rhythm_core.training.models import load_model_and_tokenizer
-    from rhythm_core.training.policy import LLMPolicyAgent
-
     size = sizes(smoke)
-    model_dir = _read(work, "lora_sft")["model_dir"]
+    return play_check(_read(work, "lora_sft")["model_dir"], size["play_weeks"], size["new_tokens"], device,
+                      play_variants(smoke, device))
+
+
+def play_check(model_dir: str, weeks: int, new_tokens: int, device: str, variants: list[PlayVariant]) -> dict:
+    """Play the student at `model_dir` on `weeks` continuous weeks x 28 turns at `new_tokens` new tokens
+    once per variant, in this process and in order (the first is the default the others are compared
+    with): per variant its seconds (and those outside `generate`, the host's work), generate calls,
+    peak memory, the invalid-answer rate and its token ids against the default's (`compare_tokens`);
+    `token_check` says whether a difference fails the stage (`play_failures`)."""
+    import numpy as np
+    import torch
+
+    from ..evaluation.rollouts import play_records
+    from ..training.generation import CUDNN_ATTENTION_ENV, SamplingConfig, attention_backend
+    from ..training.models import load_model_and_tokenizer
+    from ..training.policy import LLMPolicyAgent
+
     model, tokenizer = load_model_and_tokenizer(model_dir)
-    clock = {"generate_s": 0.0, "calls": 0}
-    _timed_generate(model, clock)
-    # (name, prompt cache, its byte budget where not the product's, cuDNN's attention)
-    variants = [("default", True, None, False), ("prompt cache off", False, None, False),
-                ("prompt cache within 1 MiB" if smoke else "prompt cache within 0.5 GiB", True,
-                 2**20 if smoke else 2**29, False)]
-    if device == "cuda":
-        variants.append(("cuDNN attention on", True, None, True))
-    seeds = np.arange(size["play_weeks"])
-    figures, first_actions = {"weeks": len(seeds), "turns": 28, "new_tokens": size["new_tokens"]}, None
-    for name, cache, budget, cudnn in variants:
+    eos = tokenizer.eos_token_id
+    recorder = GenerateRecorder(model, eos if isinstance(eos, list) else [eos])
+    seeds = np.arange(weeks)
+    exact = model.dtype == torch.float32
+    figures = {"weeks": len(seeds), "turns": 28, "new_tokens": new_tokens, "dtype": str(model.dtype).split(".")[-1],
+               "token_check": "exact: a variant with other token ids than the default's fails the stage" if exact
+               else "recorded: in this dtype the variants' kernels round differently and a random-weight "
+                    "student's near-ties turn on it; not failed on"}
+    default_rows = None
+    for variant in variants:
         os.environ.pop(CUDNN_ATTENTION_ENV, None)
-        if cudnn:
+        if variant.cudnn_attention:
             os.environ[CUDNN_ATTENTION_ENV] = "1"
         _reset_peak_memory(device)
-        agent = LLMPolicyAgent.from_checkpoint(model_dir, loaded=(model, tokenizer), reuse_prompt_cache=cache,
-                                               sampling=SamplingConfig(max_new_tokens=size["new_tokens"]))
-        clock.update(generate_s=0.0, calls=0)
+        agent = LLMPolicyAgent.from_checkpoint(
+            model_dir, loaded=(model, tokenizer), reuse_prompt_cache=variant.prompt_cache,
+            prompt_cache_max_bytes=variant.cache_bytes,
+            sampling=SamplingConfig(max_new_tokens=new_tokens, temperature=variant.temperature))
+        recorder.reset()
         started = time.perf_counter()
-        with mock.patch.object(policy, "prompt_cache_budget", lambda model, b=budget: b) if budget else nullcontext():
-            records = play_records(agent, "continuous", seeds, {"backend": "checkpoint", "model": model_dir, "id": name})
+        records = play_records(agent, "continuous", seeds, {"backend": "checkpoint", "model": model_dir,
+                                                            "id": variant.name})
         wall = time.perf_counter() - started
-        actions = [step["action"] for record in records for step in record["steps"]]
-        first_actions = first_actions or actions
-        figures[name] = {"prompt_cache": bool(agent.prompt_cache is not None),
-                         "attention": attention_backend(device), "wall_s": round(wall, 2),
-                         "generate_s": round(clock["generate_s"], 2), "generate_calls": clock["calls"],
-                         "outside_generate_s": round(wall - clock["generate_s"], 2),
-                         "same_actions_as_default": actions == first_actions, **peak_memory(device)}
+        default_rows = recorder.rows if default_rows is None else default_rows
+        invalid = [flag for record in records for flag in record["invalid"]]
+        figures[variant.name] = {
+            "prompt_cache": bool(agent.prompt_cache is not None), "attention": attention_backend(device),
+            "wall_s": round(wall, 2), "generate_s": round(recorder.seconds, 2), "generate_calls": recorder.calls,
+            "outside_generate_s": round(wall - recorder.seconds, 2),
+            "invalid_rate": round(sum(invalid) / max(len(invalid), 1), 4),
+            **compare_tokens(default_rows, recorder.rows, len(seeds)), **peak_memory(device)}
         if agent.prompt_cache is not None:
-            figures[name].update(prompt_tokens_reused=round(agent.prompt_cache.reused_fraction, 3),
-                                 cache_budget_mib=None if agent.prompt_cache.max_bytes is None
-                                 else round(agent.prompt_cache.max_bytes / 2**20, 1),
-                                 cache_overflowed=agent.prompt_cache.overflowed)
+            figures[variant.name].update(prompt_tokens_reused=round(agent.prompt_cache.reused_fraction, 3),
+                                         cache_budget_mib=None if agent.prompt_cache.max_bytes is None
+                                         else round(agent.prompt_cache.max_bytes / 2**20, 1),
+                                         cache_overflowed=agent.prompt_cache.overflowed)
         del agent
     os.environ.pop(CUDNN_ATTENTION_ENV, None)
+    default = variants[0].name
     if device == "cuda":  # the stage's peak is what evaluation plays: the default's (the others' beside them)
-        figures.update({k: figures["default"][k] for k in ("peak_allocated_gib", "peak_reserved_gib", "fits_a10g_24gb")})
+        figures.update({k: figures[default][k] for k in ("peak_allocated_gib", "peak_reserved_gib", "fits_a10g_24gb")})
     return figures
+
+
+def play_failures(figures: dict) -> list[str]:
+    """What fails a finished play stage: under an exact token check, each variant that generated other
+    token ids than the default."""
+    if not str(figures.get("token_check", "")).startswith("exact"):
+        return []
+    return [f"{name} generated other token ids than the default (first at turn {entry.get('first_different_turn')}, "
+            f"{entry.get('answers_same_as_default')} of the answers the same)"
+            for name, entry in figures.items()
+            if isinstance(entry, dict) and entry.get("same_tokens_as_default") is False]
 
 
 def _reset_peak_memory(device: str) -> None:
@@ -295,8 +335,8 @@ def _reset_peak_memory(device: str) -> None:
 
 
 def stage_tiny(work: Path, smoke: bool, device: str) -> dict:
-    from rhythm_core.training.grpo import GRPORunConfig, run_grpo
-    from rhythm_core.training.sft import SFTRunConfig, run_sft
+    from ..training.grpo import GRPORunConfig, run_grpo
+    from ..training.sft import SFTRunConfig, run_sft
 
     size = sizes(smoke)
     dataset = _read(work, "prepare")["tiny_dataset"]
@@ -313,18 +353,27 @@ def stage_tiny(work: Path, smoke: bool, device: str) -> dict:
 
 
 def tiny_play(model_dir: str, weeks: int) -> dict:
-    """The tiny SFT student's greedy play (benchmarks/number_decoding.py) with the belief's sum (its
-    default on a linear chain) and without, in that order in this process: seconds, v3, belief MAE, and
-    the paired v3 difference. The sum's processor reads tokens back on the host at each decode step."""
+    """The tiny SFT student's greedy play with the belief's sum (its default on a linear chain) and
+    without (LLMPolicyAgent's `sum_beliefs`), in that order in this process: seconds, v3, belief MAE,
+    and the paired v3 difference. The sum's processor reads tokens back on the host at each decode step."""
     import numpy as np
-    from number_decoding import play
 
-    from rhythm_core.training.models import checkpoint_info
+    from ..agents.rollout import rollout
+    from ..graders import get_grader
+    from ..training.generation import SamplingConfig
+    from ..training.models import checkpoint_info
+    from ..training.policy import LLMPolicyAgent
 
     seeds = np.arange(9500, 9500 + weeks)  # continuous training seeds no recipe trains on
     figures, scores = {"readout_form": checkpoint_info(model_dir).get("readout_form"), "weeks": weeks}, {}
-    for label, mode in (("sum", "median_sum"), ("no_sum", "median_nosum")):
-        scores[label], mae, wall = play(model_dir, seeds, mode)  # its last step reads the answers back: synchronized
+    for label, sum_beliefs in (("sum", True), ("no_sum", False)):
+        agent = LLMPolicyAgent.from_checkpoint(model_dir, sampling=SamplingConfig(temperature=0.0),
+                                               sum_beliefs=sum_beliefs)
+        started = time.perf_counter()
+        episodes = rollout(agent, "continuous", seeds)  # its last step reads the answers back: synchronized
+        wall = time.perf_counter() - started
+        scores[label] = get_grader("v3").grade_batch(episodes)[0]
+        mae = np.asarray(episodes.belief_mae(), dtype=float)
         figures[label] = {"s": round(wall, 2), "v3": round(float(scores[label].mean()), 4),
                           "belief_mae": round(float(np.nanmean(mae)), 4)}
     diff = scores["sum"] - scores["no_sum"]
@@ -351,13 +400,19 @@ def peak_memory(device: str) -> dict:
     return {"peak_rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2)}
 
 
+STAGE_FUNCTIONS: dict[str, Callable[[Path, bool, str], dict]] = {
+    "prepare": stage_prepare, "lora_sft": stage_lora_sft, "grpo": stage_grpo, "play": stage_play, "tiny": stage_tiny}
+# What fails a stage that finished, beyond crashing or running past its budget.
+STAGE_FAILURES: dict[str, Callable[[dict], list[str]]] = {"play": play_failures}
+
+
 def run_one_stage(name: str, work: Path, smoke: bool) -> None:
     """The child's side: run `name` and write its figures to <work>/<name>.json."""
     import torch
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     started = time.perf_counter()
-    figures = globals()[f"stage_{name}"](work, smoke, device)
+    figures = STAGE_FUNCTIONS[name](work, smoke, device)
     figures = {**peak_memory(device), **figures, "stage_s": round(time.perf_counter() - started, 1)}
     (work / f"{name}.json").write_text(json.dumps(_finite(figures), indent=2, default=str) + "\n")
 
@@ -371,108 +426,3 @@ def _finite(value):
     if isinstance(value, list):
         return [_finite(v) for v in value]
     return None if isinstance(value, float) and not math.isfinite(value) else value
-
-
-# ---------------------------------------------------------------------------------------------
-def _versions() -> dict:
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {}
-    for package in ("torch", "transformers", "trl", "peft"):
-        try:
-            out[package] = version(package)
-        except PackageNotFoundError:
-            out[package] = None
-    return out
-
-
-def _device() -> tuple[str, str]:
-    """("cuda" or "cpu", its name), without initializing CUDA in this process."""
-    probe = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.is_available() and "
-                            "torch.cuda.get_device_name(0) or '')"], capture_output=True, text=True)
-    name = probe.stdout.strip()
-    return ("cuda", name) if name else ("cpu", "CPU")
-
-
-def run_check(out: Path, work: Path, smoke: bool, stages: list[str], budget_scale: float = 1.0,
-              say=print) -> dict:
-    """Run `stages` in order, each in a process of its own under its budget; the record is rewritten
-    to `out` after every stage. Returns the record."""
-    device, device_name = _device()
-    record = {"started": datetime.now(UTC).isoformat(timespec="seconds"), "smoke": smoke,
-              "device": device_name, "versions": _versions(), "stages": {}, "ok": True}
-    work.mkdir(parents=True, exist_ok=True)
-    (work / "logs").mkdir(exist_ok=True)
-    for name in stages:
-        needs, cuda_budget, cpu_budget = STAGES[name]
-        budget = round((cpu_budget if smoke else cuda_budget) * budget_scale, 1)
-        missing = [n for n in needs if not (work / f"{n}.json").exists()]
-        if missing:
-            entry = {"status": f"skipped: needs {', '.join(missing)}"}
-        else:
-            entry = _run_stage_process(name, work, smoke, budget)
-        entry["budget_s"] = budget
-        record["stages"][name] = entry
-        record["ok"] = record["ok"] and entry["status"] == "ok"
-        out.write_text(json.dumps(record, indent=2, default=str) + "\n")
-        say(f"gpu-check {name:9s} {entry['status']}" + (f" in {entry['wall_s']} s" if "wall_s" in entry else "")
-            + "".join(f", {k} {v}" for k, v in entry.items() if k in ("peak_reserved_gib", "peak_rss_gib",
-                                                                         "s_per_step", "s_per_step_after_first",
-                                                                         "fits_a10g_24gb")))
-    return record
-
-
-def _run_stage_process(name: str, work: Path, smoke: bool, budget: float) -> dict:
-    (work / f"{name}.json").unlink(missing_ok=True)
-    command = [sys.executable, str(Path(__file__).resolve()), "--stage", name, "--work", str(work)]
-    log = work / "logs" / f"{name}.log"
-    started = time.perf_counter()
-    with open(log, "w") as stream:
-        process = subprocess.Popen(command + (["--smoke"] if smoke else []), stdout=stream, stderr=subprocess.STDOUT,
-                                   start_new_session=True)  # its own group: a timeout stops all it started
-        try:
-            code = process.wait(timeout=budget)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-            code = None
-    wall = round(time.perf_counter() - started, 1)
-    if code is None:
-        return {"status": f"timed out after {budget} s", "wall_s": wall, "log": str(log)}
-    if code != 0 or not (work / f"{name}.json").exists():
-        tail = log.read_text(errors="replace").strip().splitlines()[-3:]
-        return {"status": f"crashed (exit {code})", "wall_s": wall, "log": str(log), "error": " | ".join(tail)}
-    return {"status": "ok", "wall_s": wall, **_read(work, name)}
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--smoke", action="store_true", help="the CPU form: tiny shapes (also runs on a GPU)")
-    parser.add_argument("--out", default="gpu_check.json", help="the JSON file the figures go to")
-    parser.add_argument("--work", default=None, help="folder for the stages' data and models (default: a temporary one)")
-    parser.add_argument("--stages", default=",".join(STAGES), help=f"comma-separated, in order (default: {','.join(STAGES)})")
-    parser.add_argument("--budget-scale", type=float, default=1.0, help="multiply every stage's time budget (a slower GPU)")
-    parser.add_argument("--stage", default=None, help=argparse.SUPPRESS)  # a child process runs one stage
-    args = parser.parse_args(argv)
-    if args.stage:
-        run_one_stage(args.stage, Path(args.work), args.smoke)
-        return 0
-    stages = [s.strip() for s in args.stages.split(",") if s.strip()]
-    unknown = [s for s in stages if s not in STAGES]
-    if unknown or args.budget_scale <= 0:
-        print(f"gpu_check: unknown stage {', '.join(unknown)}; allowed: {', '.join(STAGES)}" if unknown
-              else "gpu_check: --budget-scale must be above 0", file=sys.stderr)
-        return 2
-    if not args.smoke and _device()[0] != "cuda":
-        print("gpu_check: no CUDA GPU is visible to torch here (a CPU build of torch, or no GPU): install a CUDA "
-              "build (`make TORCH_SPEC=torch install`) on a GPU machine, or run the CPU form with --smoke",
-              file=sys.stderr)
-        return 2
-    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="rhythm-gpu-check-"))
-    record = run_check(Path(args.out), work, args.smoke, stages, args.budget_scale)
-    print(f"gpu-check: {'every stage finished' if record['ok'] else 'FAILED'}; figures in {args.out}, work in {work}")
-    return 0 if record["ok"] else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
