@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 # The exact versions CI tested (pip constraints: `pip freeze` of a fresh install); `make lock` refreshes it.
 LOCK := requirements.lock
 
-.PHONY: demo ui mlflow test test-slow install lint bench gpu-check clean lock
+.PHONY: demo ui mlflow test test-slow install lint bench results gpu-check clean lock
 
 install: $(STAMP)
 
@@ -68,6 +68,10 @@ test-slow: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/env_throughput.py
+
+# docs/results.md and the README's results table, from the result files under benchmarks/results/.
+results: $(STAMP)
+	$(BIN)/python docs/results_page.py
 
 # Before paying for GPU time: every GPU stage on a 3B-shaped student, ~8 minutes on one CUDA GPU
 # (a CUDA build of torch: `make TORCH_SPEC=torch install`); `rhythm gpu-check --smoke` is its CPU form.

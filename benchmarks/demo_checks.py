@@ -75,7 +75,9 @@ def summary(home: Path) -> dict:
             elif event.event_type == dg.DagsterEventType.STEP_START:
                 starts[event.step_key] = record.timestamp
             elif event.event_type == dg.DagsterEventType.STEP_SUCCESS and event.step_key in starts:
-                stage_s[event.step_key] = round(record.timestamp - starts[event.step_key], 1)
+                stage = event.step_key.split(".")[0]  # an asset's steps (eval_rollouts.play_ood) count as the asset
+                first, last = stage_s.get(stage, (starts[event.step_key], record.timestamp))
+                stage_s[stage] = (min(first, starts[event.step_key]), max(last, record.timestamp))
         sft_model = str(Path(sft.metadata["artifact_path"].value))
     evaluated = load_results(results.metadata["artifact_path"].value)
     gaps = student_gaps(evaluated)
@@ -93,7 +95,8 @@ def summary(home: Path) -> dict:
             "gate_se": round(grpo.metadata["validation_difference_se"].value, 4)
             if "validation_difference_se" in grpo.metadata else None,
             "headline": evaluated["provenance"].get("headline_student", "student_grpo"),
-            "stage_s": {stage: stage_s.get(stage) for stage in STAGES},
+            "stage_s": {stage: round(stage_s[stage][1] - stage_s[stage][0], 1) if stage in stage_s else None
+                        for stage in STAGES},
             "seeds": {c: b["seeds"] for c, b in evaluated["conditions"].items()},
             "players": players, "belief_gap": {k: [v, gaps["belief_gap_se"].get(k)]
                                                for k, v in gaps["belief_mae_vs_teacher"].items()},

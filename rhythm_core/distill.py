@@ -24,11 +24,10 @@ from .training.publish import train_and_publish
 # 2,000 teacher weeks (the search teacher ~17 s, dataset ~8 s on a 2-core CPU). At 256 the recipe's
 # student did not learn the belief; at 1,000 it learned it but stayed shy of extreme profiles (beliefs
 # pulled back towards 0.5 beyond 0.3 / 0.7, where few of its training numbers lie): 0.018-0.029 worse
-# than the teacher over three SFT seeds, 0.012-0.017 at 2,000 with the same steps (benchmarks/README.md,
-# "Twice the teacher weeks").
+# than the teacher over three SFT seeds, 0.012-0.017 at 2,000 with the same steps (benchmarks/README.md, D3).
 DEFAULT_TEACHER_SEEDS = "1000-2999"
 
-# One recipe (benchmarks/README.md): an offline teacher's weeks (`teacher`, a backend of
+# One recipe (the decisions in benchmarks/README.md): an offline teacher's weeks (`teacher`, a backend of
 # teacher/offline.py) written as labeled chat conversations with the evidence reasoning (its read-out
 # fitted on those weeks), the tiny student with numeric embeddings and 8 heads trained in two phases
 # (each week's first 512 tokens, then whole weeks), GRPO rewarded by the SFT student's own continuation
@@ -37,16 +36,15 @@ DEFAULT_TEACHER_SEEDS = "1000-2999"
 PRESETS: dict[str, dict] = {
     # The search teacher: at the demo's 600 + 240 SFT steps its students are ahead of the Bayesian
     # teacher's on average in every condition (three SFT seeds, seven windows) at the same demo time
-    # (benchmarks/README.md, "The demo's teacher, measured again").
+    # (benchmarks/README.md, D2).
     "demo": {"teacher": "search", "teacher_seeds": DEFAULT_TEACHER_SEEDS, "dataset": {}, "sft": {}, "grpo": {},
              "eval_seeds": DEFAULT_EVAL_SEEDS},
     # 3,000 weeks and 1,000 + 1,200 SFT steps: at 2,000 weeks and 1,000 + 800 the OOD recovery on the
-    # default evaluation seeds was 86-92% across runs (benchmarks/README.md, "The larger budget at 3,000
-    # weeks"). The search teacher: at this budget its students score above the Bayesian teacher's
-    # (benchmarks/README.md, "The larger budget from the search teacher"). The innovation chain: its
+    # default evaluation seeds was 86-92% across runs (benchmarks/README.md, D13). The search teacher: at this budget its students score above the Bayesian teacher's
+    # (benchmarks/README.md, D2). The innovation chain: its
     # students score above the linear chain's on continuous weeks, level elsewhere, paired over five
-    # windows (benchmarks/README.md, "The innovation chain with the belief only over t"); at the demo's
-    # budget one SFT seed in five learns it ("The innovation chain at the demo's budget").
+    # windows (benchmarks/README.md, D7); at the demo's
+    # budget one SFT seed in five learns it (D8).
     "long": {"teacher": "search", "teacher_seeds": "1000-3999", "dataset": {"readout_form": "innovation"},
              "sft": {"short_context_steps": 1000, "max_steps": 1200},
              "grpo": {"max_steps": 50, "teacher_prompts": 2048, "student_episodes": 16},

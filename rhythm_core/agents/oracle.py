@@ -1,7 +1,7 @@
 """The privileged oracle: knows the true profile, states the true belief, plans with the true model.
 It is the ceiling for both acting and inferring. Its planner scores paths with its own utility, as
 every published table's ceiling row did; `grader` scores them with that grader's score-to-go instead
-(a higher ceiling for that grade: benchmarks/README.md, "Beyond the teacher")."""
+(a higher ceiling for that grade: benchmarks/README.md, D1)."""
 
 from __future__ import annotations
 

@@ -359,12 +359,13 @@ def tiny_play(model_dir: str, weeks: int) -> dict:
     import numpy as np
 
     from ..agents.rollout import rollout
+    from ..env.conditions import TUNING_SEEDS
     from ..graders import get_grader
     from ..training.generation import SamplingConfig
     from ..training.models import checkpoint_info
     from ..training.policy import LLMPolicyAgent
 
-    seeds = np.arange(9500, 9500 + weeks)  # continuous training seeds no recipe trains on
+    seeds = np.asarray(TUNING_SEEDS["continuous"][:weeks])  # held-out training seeds no recipe trains on
     figures, scores = {"readout_form": checkpoint_info(model_dir).get("readout_form"), "weeks": weeks}, {}
     for label, sum_beliefs in (("sum", True), ("no_sum", False)):
         agent = LLMPolicyAgent.from_checkpoint(model_dir, sampling=SamplingConfig(temperature=0.0),

@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 
 # Below two threads per step, running steps side by side stops paying on CPU: measured on 2 cores
-# by benchmarks/executor_paths.py (see benchmarks/README.md), three single-thread evaluation steps
+# by benchmarks/executor_paths.py (benchmarks/README.md, D31), three single-thread evaluation steps
 # two at a time were no faster than one two-thread step at a time.
 MIN_THREADS_PER_STEP = 2
 # Environment variables read by the thread pools torch, NumPy's BLAS and tokenizers start with.

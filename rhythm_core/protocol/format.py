@@ -10,7 +10,7 @@ CHAT_FORMATS = ("chat", "chat_labeled")  # one growing conversation per episode
 # What an SFT answer's reasoning carries (data/answers.py): the evidence read-out's increment and
 # running belief, nothing, or the teacher's own reasoning.
 REASONING = ("evidence", "none", "full")
-# The recipe (benchmarks/README.md): the week as one conversation with every number after its meter's
+# The recipe (benchmarks/README.md, D5): the week as one conversation with every number after its meter's
 # name, each answer carrying the evidence read-out's increment and running belief.
 DEFAULT_PROMPT_FORMAT = "chat_labeled"
 DEFAULT_REASONING = "evidence"

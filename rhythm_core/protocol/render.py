@@ -101,7 +101,7 @@ def render_labeled_turn(history) -> str:
     state now. The delta is left out: it is the difference of two states the conversation shows.
     Why: in "chat" a number's meter is only its position in a row of ten, and a small model trained
     from scratch never learns to pick the fourth number after the second "|"; a name right before
-    each number lets it find "the connection anomaly" by content (measured in benchmarks/README.md).
+    each number lets it find "the connection anomaly" by content (benchmarks/README.md, D5).
     """
     _check_history(history, None)
     now = history[-1]

@@ -8,7 +8,7 @@ step by step that read-out is a chain a student can follow: each step's incremen
 function of the anomaly row the same user turn shows (the weights chosen by the last action and its
 slot), and the belief is the previous one plus the increment. The teacher's own per-step change is
 not such a function (its gain depends on the whole history), and a student trained to copy it
-learned nothing (benchmarks/README.md).
+learned nothing (benchmarks/README.md, D5).
 
 The read-out is fitted on the records being distilled — the anomalies each teacher saw and the
 belief it stated at the end of the week — so the student learns *its* teacher's inference, whether
@@ -24,10 +24,9 @@ and slot, of the shown anomaly, the anomaly / t, (the previous *stated* belief -
 constant, fitted step by step on the teacher's own belief changes — a Kalman filter's update with a
 gain that shrinks over the week. Every number it uses is still on the page (the previous belief is
 the previous answer's); its final belief stays nearer the person than the linear sum's, and the long
-preset's students of it score above those of the linear chain (benchmarks/README.md, "The innovation
-chain with the belief only over t"). A plain (belief - 0.5) term as well follows the teacher closer
+preset's students of it score above those of the linear chain (benchmarks/README.md, D7). A plain (belief - 0.5) term as well follows the teacher closer
 but loses discrete3 weeks. At the demo's budget one SFT seed in five learns this form; the others
-miss its large first step (benchmarks/README.md, "The innovation chain at the demo's budget").
+miss its large first step (benchmarks/README.md, D8).
 """
 
 from __future__ import annotations
@@ -43,7 +42,7 @@ from ..protocol.numbers import DECIMALS, add_increment
 RIDGE = 1e-3  # keeps the weights of rare (action, slot) pairs near 0 instead of fitting noise
 # Below this many weeks with a stated final belief the fit is flagged unreliable (in the dataset card
 # and the asset metadata), since 600 weights are fitted from too little: measured
-# on the Bayesian teacher (benchmarks/evidence_readout.py), the chain's final-belief MAE on the
+# on the Bayesian teacher (benchmarks/README.md, D6), the chain's final-belief MAE on the
 # continuous evaluation seeds is 0.116 from 128 weeks, 0.109 from 256 and 0.108 from 4,000.
 MIN_FIT_EPISODES = 100
 

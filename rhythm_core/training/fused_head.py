@@ -7,8 +7,7 @@ all positions, so that compiled tile shapes stay fixed (Neuron recompiles when t
 in eager mode, nothing recompiles, and the positions without a label are most of a batch: an SFT
 batch of whole weeks carries loss only on its answers (~28% of the tokens), a GRPO batch only on the
 completions. Projecting only the labelled positions gives the same loss, gradients and metrics with
-a quarter of the output layer's work: the demo's SFT steps run ~25% faster (benchmarks/README.md,
-"The output layer on answers only").
+a quarter of the output layer's work: the demo's SFT steps run ~25% faster (benchmarks/README.md, D17).
 """
 
 from __future__ import annotations

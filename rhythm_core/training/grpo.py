@@ -8,13 +8,13 @@ rest of the week itself (greedy), and the episode is graded. The answer's value 
 the grade of the week where the SFT student answers that state itself, so an answer is rewarded for
 what this student makes of it: an action that reveals the person, or a better stated belief, pays
 through the student's own later beliefs and actions. Continuations by other players lost
-(benchmarks/README.md, "GRPO's reward"): the heuristic's values information at nothing, and the
+(benchmarks/README.md, D24): the heuristic's values information at nothing, and the
 Bayesian teacher's values information the student cannot use; both pulled the student down as GRPO
 optimized them harder. This gives a dense per-decision reward at the cost of one short simulation,
 keeps each sequence to one prompt plus one answer, and lets prompts mix states visited by the
 teacher with states the SFT student reaches on its own; they come in runs that share a step of the
 week (`order_by_step`), so each GRPO step's answers are finished in one lockstep play (the demo's
-GRPO 74 s instead of 89-101 s; benchmarks/README.md, "GRPO's prompt order"). After training, the gate
+GRPO 74 s instead of 89-101 s; benchmarks/README.md, D27). After training, the gate
 (training/validation.py) compares the GRPO student with its SFT start on held-out training weeks.
 
 GRPO samples the action alone. Each prompt ends with the frozen SFT student's own greedy reasoning and
@@ -24,7 +24,7 @@ student distilled — its evidence increments and belief — is kept out of GRPO
 refines is which action the student takes given what it believes. Sampling whole answers let GRPO
 rewrite the belief numbers too: rewarded on continuous training weeks, it raised the student's belief
 error on the more extreme OOD and discrete3 profiles and lowered their scores by up to 0.04
-(benchmarks/README.md, "GRPO on the action alone").
+(benchmarks/README.md, D28).
 
 Rewards (TRL sums them with `reward_weights`, then normalizes within each group):
   answer_validity  1 if the whole answer parses with a legal action, else 0
@@ -68,7 +68,7 @@ class GRPORunConfig:
     # 10 steps of 16 completions (2 prompts x 8) at 2e-5. On the demo's SFT student, 10 and 20 steps
     # both stayed within noise of their start on held-out training weeks over three GRPO seeds
     # (tuning seeds −0.0007 / +0.0005 / −0.0015 with 10, −0.0026 / +0.0033 / +0.0016 with 20); 10
-    # saves ~18 s of the demo. The larger budget runs 50 (benchmarks/README.md, "GRPO on the action alone").
+    # saves ~18 s of the demo. The larger budget runs 50 (benchmarks/README.md, D26).
     max_steps: int = 10
     learning_rate: float = 2e-5
     # Completions per optimizer step: per_device_train_batch_size x gradient_accumulation_steps (a

@@ -11,8 +11,7 @@ no kinds, and decoding is left as it is.
 A student of the linear evidence chain also writes each belief as the previous answer's belief plus
 the increment its reasoning just wrote (every training answer is exactly that sum, clipped to [0, 1]).
 Left to itself the tiny student misadds about one step in ten, and its final belief is further from
-the person for it; `belief_sum_processor` writes the sum (benchmarks/README.md, "The belief as the sum
-of the student's own reasoning"). The increments, where the inference is, stay the model's own.
+the person for it; `belief_sum_processor` writes the sum (benchmarks/README.md, D22). The increments, where the inference is, stay the model's own.
 """
 
 from __future__ import annotations
@@ -127,7 +126,7 @@ def belief_sum_processor(tokenizer):
 
     class BeliefSum(LogitsProcessor):
         # One read from the device and one write per step, whatever the rows: on CUDA each per-row
-        # read waits for the device (benchmarks/README.md, "The third GPU session").
+        # read waits for the device (benchmarks/README.md, D22).
         def __call__(self, input_ids, scores):
             if scores.device not in on_device:
                 on_device[scores.device] = is_belief.to(scores.device)

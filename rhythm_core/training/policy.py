@@ -66,7 +66,7 @@ class LLMPolicyAgent(Agent):
         variant = kwargs.pop("variant", prompt_variant(info))
         prompt_format = kwargs.pop("prompt_format", DatasetFormat.from_info(info).prompt_format)
         # a linear chain's belief is the previous plus the increment; the innovation chain's students
-        # lost with it (benchmarks/README.md, "The belief as the sum of the student's own reasoning")
+        # lost with it (benchmarks/README.md, D22)
         sum_beliefs = kwargs.pop("sum_beliefs", info["readout_form"] == "linear")
         return cls(model, tokenizer, sampling=sampling, variant=variant, prompt_format=prompt_format,
                    sum_beliefs=sum_beliefs, **kwargs)

@@ -47,7 +47,7 @@ def prompt_cache_budget(model, share: float = 0.25) -> int | None:
     free memory (a 3B student's states are 36 KiB a token, 14-18 GiB for 100 week-long
     conversations, which a 24 GB GPU cannot hold beside its weights); None (no bound) on the CPU.
     On an H200, 8 weeks x 28 turns of a 3B student took 11.5-14.7 s with the cache and 17.7-18.2 s
-    without (benchmarks/README.md, "The GPU path")."""
+    without (benchmarks/README.md, D35)."""
     if getattr(getattr(model, "device", None), "type", "cpu") != "cuda":
         return None
     import torch
@@ -102,7 +102,7 @@ class PromptCache:
     computed_tokens: int = 0  # prompt tokens the model had to run (padding excluded)
     # At most this many bytes of states are held (None: no bound). Past it the cache lets go of every
     # conversation for good: on a GPU a call costs its decode steps whatever its rows, so caching some
-    # rows (two calls a turn) is slower than caching none (benchmarks/README.md, "The GPU path").
+    # rows (two calls a turn) is slower than caching none (benchmarks/README.md, D35).
     # States shared by several conversations (share_prefixes) count once for each: the safe side.
     max_bytes: int | None = None
     overflowed: bool = False

@@ -50,7 +50,7 @@ class SFTRunConfig:
     # model trained from scratch forms the circuits that read numbers from its context (the anomalies,
     # its own previous belief) there; whole weeks then teach the rest of the week. Windows of a few
     # turns from anywhere in the week, with the student reading only its window, learned less in
-    # more time (benchmarks/README.md). None: 600 for the tiny model, 0 for a pretrained one, which
+    # more time (benchmarks/README.md, D6). None: 600 for the tiny model, 0 for a pretrained one, which
     # already reads numbers and would only be shaken by 600 steps at the from-scratch rate.
     short_context_steps: int | None = None
     short_context_length: int = 512

@@ -39,7 +39,7 @@ CHAT_TEMPLATE = (
 # had no token of its own and the student could not compose a new one: numbers are always whole tokens.
 # Splitting words from punctuation as well (the chunking before this one) cost 40% more tokens a week
 # for nothing the student used; attention over a whole week is most of a training step's cost, so the
-# shorter week trains ~1.6x faster per step and answers in 13 tokens instead of 28 (benchmarks/README.md).
+# shorter week trains ~1.6x faster per step and answers in 13 tokens instead of 28 (benchmarks/README.md, D10).
 # A role header ("assistant\n" after <|im_start|>) is a chunk of its own: the tokenizer learns it as
 # one token (a turn's header was 5-9 byte-level tokens, a fifth of a week), and no merge can cross from
 # the generation prompt into the answer, so a prompt ending in the header tokenizes as in training.
@@ -55,7 +55,7 @@ class TinyModelConfig:
     num_hidden_layers: int = 2
     # 8 heads of 16 dimensions: the student reads several numbers of a row at once (the anomaly's five
     # meters, its previous belief); with 4 heads one run in four learned to read them, with 8 every
-    # run did (benchmarks/README.md).
+    # run did (benchmarks/README.md, D5).
     num_attention_heads: int = 8
     num_key_value_heads: int = 8
     max_position_embeddings: int = 4096

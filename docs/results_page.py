@@ -1,0 +1,332 @@
+"""docs/results.md and the README's results table, written from the committed result files under
+benchmarks/results/ (`make results`); `--check` exits 1 where either is not what the files give.
+
+    python docs/results_page.py           # rewrite docs/results.md and the README's table
+    python docs/results_page.py --check   # what the tests run
+
+Every table names the command that made its figures, the machine and the date; nothing here
+measures anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "benchmarks" / "results"
+PAGE = REPO / "docs" / "results.md"
+README = REPO / "README.md"
+README_START = "<!-- results table: written by `make results` from benchmarks/results/demo.json -->"
+README_END = "<!-- end of results table -->"
+CONDITIONS = ("continuous", "ood", "discrete3")
+REFERENCES = ("random", "heuristic", "heuristic_const_belief", "fallback", "bayes", "bayes_v3", "search", "oracle")
+
+
+def load(name: str) -> dict | None:
+    path = RESULTS / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def source(record: dict) -> str:
+    """The line under a table: its command, machine, date and commit (and where a figure was copied from)."""
+    machine = record.get("machine", {})
+    where = machine.get("cpu") or machine.get("gpu") or "unknown machine"
+    if machine.get("cores"):
+        where = f"{machine['cores']}-core {where}"
+    line = f"`{record['command']}` — {where}, {record['date']}, code at `{record['commit']}`"
+    if record.get("transcribed_from"):
+        line += f"; figures copied from {record['transcribed_from']}"
+    return f"<sub>{line}.</sub>"
+
+
+def pct(value) -> str:
+    return "–" if value is None else f"{value:.0%}"
+
+
+def num(value, fmt: str = "{:.3f}") -> str:
+    return "–" if value is None else fmt.format(value)
+
+
+def table(header: list[str], rows: list[list]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def demo_run(record: dict, kernels: str = "avx2", seed: int = 0) -> dict | None:
+    return next((r for r in record["figures"]["runs"] if r["kernels"] == kernels and r["seed"] == seed), None)
+
+
+# ---------------------------------------------------------------------------------------------
+# the README's table
+def readme_table(demo: dict) -> str:
+    run = demo_run(demo)
+    p = run["players"]
+
+    def row(label, cell):
+        return [label, *[cell(c, p[c]) for c in CONDITIONS]]
+
+    def student(name):
+        return lambda c, a: (f"{a[name]['v3']:.3f} ({pct(a[name]['recovery'])} / {pct(a[name]['recovery_bayes'])})")
+
+    rows = [
+        row("fallback-only / heuristic / Bayesian teacher",
+            lambda c, a: f"{a['fallback']['v3']:.3f} / {a['heuristic']['v3']:.3f} / {a['bayes']['v3']:.3f}"),
+        row("the v3-planning / search teachers; oracle",
+            lambda c, a: f"{a['bayes_v3']['v3']:.3f} / {a['search']['v3']:.3f}; {a['oracle']['v3']:.3f}"),
+        row(f"SFT student{', the headline' if run['headline'] == 'student_sft' else ''} (recovery of the search / "
+            "the Bayesian teacher's margin)", student("student_sft")),
+        row(f"GRPO student{', the headline' if run['headline'] == 'student_grpo' else ''}", student("student_grpo")),
+        row("belief MAE: SFT / GRPO (search / Bayesian teacher's; a constant's)",
+            lambda c, a: (f"{a['student_sft']['belief_mae']:.3f} / {a['student_grpo']['belief_mae']:.3f} "
+                          f"({a['search']['belief_mae']:.3f} / {a['bayes']['belief_mae']:.3f}; "
+                          f"{a['heuristic_const_belief']['belief_mae']:.3f})")),
+        row("SFT belief MAE without the decoder's sum (v3)",
+            lambda c, a: (f"{run['sft_without_belief_sum'][c]['belief_mae']:.3f} "
+                          f"({run['sft_without_belief_sum'][c]['v3']:.3f})")),
+    ]
+    checks = run["checks"]
+    passed = sum(v == "passed" for v in checks.values())
+    return "\n".join([
+        README_START,
+        table(["", *CONDITIONS], rows),
+        "",
+        "The students decode greedily, each number the median of their distribution over numbers, and **each belief "
+        "after a week's first is the previous belief plus the increment the student's answer has just written**: "
+        "the decoder forces that sum (`training/number_decoding.py`), so the belief MAE above is the student's "
+        "increments summed exactly; the last row is the same weights writing every belief themselves. "
+        f"Checkpoints `{run['sft_version']}` (SFT) and `{run['grpo_version']}` (GRPO); {passed} of {len(checks)} "
+        f"asset checks passed; {run['wall_s']:.0f} s on the machine below.",
+        "",
+        source(demo),
+        README_END,
+    ])
+
+
+def update_readme(text: str, demo: dict) -> str:
+    start, end = text.find(README_START), text.find(README_END)
+    if start < 0 or end < 0:
+        raise SystemExit(f"{README}: the results table's markers are missing ({README_START!r} … {README_END!r})")
+    return text[:start] + readme_table(demo) + text[end + len(README_END):]
+
+
+# ---------------------------------------------------------------------------------------------
+# docs/results.md
+def section_baselines(record: dict) -> list[str]:
+    conditions = record["figures"]["conditions"]
+    rows = []
+    for condition, block in conditions.items():
+        for grader in ("v2", "v3"):
+            agents = block["graders"][grader]
+            rows.append([condition, block["seeds"], grader,
+                         *[f"{agents[a]['final_score']:.3f} ± {(agents[a]['ci95'][1] - agents[a]['ci95'][0]) / 2:.3f}"
+                           for a in REFERENCES if a in agents]])
+    mae_rows = [[c, *[num(block["graders"]["v3"][a]["belief_mae"]) for a in REFERENCES if a in block["graders"]["v3"]],
+                 *[num(block["ms_per_week"].get(a), "{:.2f}") for a in ("bayes", "search")]]
+                for c, block in conditions.items()]
+    out = ["## Baselines", "",
+           "Every reference on the first evaluation seeds of each condition (mean ± 95% CI half-width). `fallback` is "
+           "what a model that never answers validly earns (`protocol.fallback_action`, no belief); `bayes_v3` is the "
+           "Bayesian teacher planning for v3, `search` its inference acting by Monte-Carlo rollouts (the teacher the "
+           "presets distil).", "",
+           table(["condition", "seeds", "grader", *REFERENCES], rows), "",
+           table(["condition (v3)", *[f"{a} belief MAE" for a in REFERENCES], "bayes ms/week", "search ms/week"],
+                 mae_rows), ""]
+    teachers = record["figures"].get("teacher_stage") or {}
+    if teachers:
+        out += [table(["teacher stage", "weeks", "wall s", "weeks/s", "v3", "worker processes"],
+                      [[b, t["weeks"], t["wall_s"], t["weeks_per_s"], t["v3"], t["workers"]] for b, t in teachers.items()]),
+                ""]
+    return out + [source(record), ""]
+
+
+def section_demo(record: dict) -> list[str]:
+    run = demo_run(record)
+    rows = []
+    for condition in CONDITIONS:
+        for agent, m in run["players"][condition].items():
+            rows.append([condition, agent, f"{m['v3']:.3f}", f"[{m['ci95'][0]:.3f}, {m['ci95'][1]:.3f}]", num(m["v2"]),
+                         "–" if m["recovery"] is None else f"{pct(m['recovery'])} / {pct(m['recovery_bayes'])}",
+                         num(m["belief_mae"]), pct(m["wins_vs_heuristic"]), f"{m['invalid_rate']:.1%}"])
+    stages = ", ".join(f"{k} {v:.0f} s" for k, v in run["stage_s"].items() if v is not None)
+    without = run["sft_without_belief_sum"]
+    return ["## What `make demo` trains", "",
+            f"The `rhythm_lineage` job with the asset defaults (SFT seed {run['seed']}, torch's kernels pinned to "
+            f"{run['kernels'].upper()}): {run['wall_s']:.0f} s ({stages}). Checkpoints `{run['sft_version']}` (SFT, final "
+            f"loss {run['final_train_loss']}) and `{run['grpo_version']}` (GRPO; its gate {run['gate']:+.4f} ± "
+            f"{num(run['gate_se'], '{:.4f}')} on held-out training weeks; headline `{run['headline']}`). Seeds: "
+            + ", ".join(f"{c} {s}" for c, s in run["seeds"].items()) + ". Recovery is of the search / the Bayesian "
+            "teacher's margin over the heuristic.", "",
+            table(["condition", "agent", "v3", "95% CI", "v2", "recovery", "belief MAE", "wins vs heuristic", "invalid"],
+                  rows), "",
+            "Each belief after a week's first is the previous one plus the increment the student has just written "
+            "(the decoder forces the sum). The same SFT weights writing every belief themselves: "
+            + ", ".join(f"{c} belief MAE {without[c]['belief_mae']:.3f} (v3 {without[c]['v3']:.3f})" for c in CONDITIONS)
+            + ".", "",
+            "Asset checks: " + ", ".join(f"`{k}` {v}" for k, v in run["checks"].items()) + ".", "",
+            source(record), ""]
+
+
+def section_seeds_kernels(record: dict) -> list[str]:
+    rows = []
+    for run in record["figures"]["runs"]:
+        cells = []
+        for condition in CONDITIONS:
+            sft, bayes = run["players"][condition]["student_sft"], run["players"][condition]["bayes"]
+            cells.append(f"{pct(sft['recovery'])} / {pct(sft['recovery_bayes'])}, {sft['v3'] - bayes['v3']:+.3f}")
+        maes = " / ".join(f"{run['players'][c]['student_sft']['belief_mae']:.3f}" for c in CONDITIONS)
+        passed = sum(v == "passed" for v in run["checks"].values())
+        rows.append([f"{run['kernels'].upper()}, {run['seed']} (`{run['sft_version']}`, {run['wall_s']:.0f} s)", *cells,
+                     maes, f"{run['gate']:+.4f} ± {num(run['gate_se'], '{:.4f}')}",
+                     f"{passed} of {len(run['checks'])} pass"])
+    return ["## Across SFT seeds and CPU kernels", "",
+            "The demo's lineage per (kernels, SFT seed), each in a fresh instance: the SFT student's recovery of the "
+            "search / the Bayesian teacher's margin and its score minus the Bayesian teacher's, per condition.", "",
+            table(["kernels, SFT seed (checkpoint, wall)", *CONDITIONS, "SFT belief MAE", "GRPO gate ± SE", "checks"],
+                  rows), "", source(record), ""]
+
+
+def section_paired(record: dict, title: str, text: str) -> list[str]:
+    figures = record["figures"]
+    out = [f"## {title}", "", text, ""]
+    if figures.get("pairs"):
+        rows = [[c, label, p["v3"]["weeks"], f"{p['v3']['mean']:+.4f} ± {p['v3']['se']:.4f}",
+                 f"{p['belief_mae']['mean']:+.4f} ± {p['belief_mae']['se']:.4f}"]
+                for c, pairs in figures["pairs"].items() for label, p in pairs.items()]
+        out += [table(["condition", "pair (b − a)", "weeks", "v3 difference", "belief MAE difference"], rows), ""]
+    if figures.get("by_window"):
+        students = [n for n in next(iter(next(iter(figures["by_window"].values())).values())) if n != "reference"]
+        rows = []
+        for condition, windows in figures["by_window"].items():
+            for window, cells in windows.items():
+                ref = cells["reference"]
+                rows.append([window, condition, f"{ref['v3']:.3f} ({ref['belief_mae']:.3f})",
+                             *[f"{cells[n]['mean']:+.3f} ± {cells[n]['se']:.3f} ({cells[n]['belief_mae']:.3f})"
+                               for n in students]])
+        out += [f"Against `{figures['reference']}` per window (Δ v3 ± SE, belief MAE in brackets; `all`: pooled):", "",
+                table(["window", "condition", f"{figures['reference']} (belief MAE)", *students], rows), ""]
+    if figures.get("components"):
+        rows = [[c, n, f"{s['v3']['mean']:+.4f} ± {s['v3']['se']:.4f}", f"{s['belief']['mean']:+.4f} ± {s['belief']['se']:.4f}",
+                 f"{s['actions']['mean']:+.4f} ± {s['actions']['se']:.4f}"]
+                for c, by in figures["components"].items() for n, s in by.items()]
+        out += ["Each pooled difference split into v3's belief component and the rest (what the actions earned):", "",
+                table(["condition", "student", f"v3 Δ from {figures['reference']}", "belief component", "actions"], rows),
+                ""]
+    return out + [source(record), ""]
+
+
+def section_gpu(record: dict) -> list[str]:
+    stages = record["figures"]["stages"]
+    rows = []
+    for name, s in stages.items():
+        figures = ", ".join(f"{k} {v}" for k, v in s.items() if k not in ("status", "seconds", "peak"))
+        rows.append([name, s.get("status", "–"), num(s.get("seconds"), "{}"), s.get("peak", "–"), figures])
+    out = ["## On a GPU", "", f"`rhythm gpu-check` on {record['machine'].get('gpu', 'a GPU')}: each stage's seconds, "
+           "figures and peak memory.", "", table(["stage", "status", "seconds", "peak", "figures"], rows), ""]
+    for name, variants in (record["figures"].get("play_variants") or {}).items():
+        out += [f"{name}:", "", table(["variant", "seconds (in generate)", "calls", "peak"],
+                                      [[v["variant"], v["seconds"], v["calls"], v["peak"]] for v in variants]), ""]
+    return out + [source(record), ""]
+
+
+def section_long(record: dict) -> list[str]:
+    figures = record["figures"]
+    rows = [[w["window"], w["condition"], f"{w['bayes_v3']:.3f} ({w['bayes_belief_mae']:.3f})",
+             *[f"{d:+.3f} ± {se:.3f} ({m:.3f})" for d, se, m in w["students"]]] for w in figures["windows"]]
+    means = [[c, *[f"{v:+.3f}" for v in vals]] for c, vals in figures["mean_over_windows"].items()]
+    return ["## The larger budget (`rhythm distill --preset long`)", "", figures["recipe"], "",
+            table(["window", "condition", "Bayesian teacher (belief MAE)",
+                   *[f"SFT seed {s}: Δ ± SE (MAE)" for s in figures["sft_seeds"]]], rows), "",
+            "Mean over the windows, per SFT seed:", "",
+            table(["condition", *[f"seed {s}" for s in figures["sft_seeds"]]], means), "",
+            f"Wall time of one run: {figures['wall_s']} s ({figures['stage_s']}).", "", source(record), ""]
+
+
+def section_flat(record: dict, title: str) -> list[str]:
+    rows = []
+
+    def walk(prefix, value):
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(f"{prefix}.{k}" if prefix else str(k), v)
+        elif isinstance(value, list) and value and isinstance(value[0], dict):
+            for i, v in enumerate(value):
+                walk(f"{prefix}[{i}]", v)
+        else:
+            rows.append([f"`{prefix}`", value if not isinstance(value, list) else ", ".join(map(str, value))])
+
+    walk("", record["figures"])
+    return [f"## {title}", "", record["question"], "", table(["figure", "value"], rows), "", source(record), ""]
+
+
+PAIRED = {
+    "paired_demo_students": ("The demo's students against the Bayesian teacher, over evaluation windows",
+                             "The demo's SFT students of seeds 0, 1 and 2 (`--b`) on the default evaluation seeds "
+                             "(window 0) and windows 4-9, seeds used for nothing else, paired week by week."),
+    "paired_belief_sum": ("The decoder's sum of the belief, on and off",
+                          "The same SFT students writing each belief themselves (`--a`) and as the sum of their "
+                          "increments (`--b`, the product), over the same windows."),
+}
+FLAT = {
+    "env_throughput": "Environment and agents' throughput",
+    "teacher_throughput": "Teacher throughput and the data stages",
+    "teacher_cost_table": "What a real teacher costs",
+    "eval_batching": "Lockstep play and the prompt cache",
+    "sft_step": "The SFT step's hooks",
+    "kernel_isa": "Kernels pinned to AVX2",
+    "tracking_overhead": "What MLflow tracking costs",
+    "executor_paths": "The UI's multiprocess path against the in-process run",
+    "regrade": "Re-grading after a grader change",
+}
+
+
+def page() -> str:
+    out = ["# Results", "",
+           "[← README](../README.md) · written by `make results` from the result files in "
+           "[`benchmarks/results/`](../benchmarks/results) (each benchmark writes one; "
+           "[benchmarks/README.md](../benchmarks/README.md) says which script answers which question). "
+           "Do not edit this page by hand: `tests/test_results_page.py` fails when it differs from what the files give.",
+           ""]
+    if demo := load("demo"):
+        out += section_demo(demo)
+    if record := load("baselines"):
+        out += section_baselines(record)
+    if record := load("demo_seeds_kernels"):
+        out += section_seeds_kernels(record)
+    for name, (title, text) in PAIRED.items():
+        if record := load(name):
+            out += section_paired(record, title, text)
+    if record := load("long_preset"):
+        out += section_long(record)
+    if record := load("gpu_check_h200"):
+        out += section_gpu(record)
+    for name, title in FLAT.items():
+        if record := load(name):
+            out += section_flat(record, title)
+    return "\n".join(out).rstrip() + "\n"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 where a file is stale")
+    args = parser.parse_args(argv)
+    demo = load("demo")
+    if demo is None:
+        raise SystemExit(f"{RESULTS / 'demo.json'} is missing: run `python benchmarks/demo_checks.py` first")
+    wanted = {PAGE: page(), README: update_readme(README.read_text(), demo)}
+    stale = [path for path, text in wanted.items() if not path.exists() or path.read_text() != text]
+    if args.check:
+        for path in stale:
+            print(f"{path.relative_to(REPO)} is stale: run `make results`", file=sys.stderr)
+        return 1 if stale else 0
+    for path in stale:
+        path.write_text(wanted[path])
+        print(f"wrote {path.relative_to(REPO)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
