@@ -1,7 +1,7 @@
 """The demo (`make demo`) over SFT seeds and CPU kernel settings: its table, times and every asset check.
 
-    python benchmarks/demo_checks.py                                # the demo once: seed 0, AVX2 (~8 min)
-    python benchmarks/demo_checks.py --seeds 0,1,2 --kernels avx2,native --name demo_seeds_kernels
+    python benchmarks/demo_checks.py --seeds 0,1,2        # what docs/results.md shows: demo.json (~25 min)
+    python benchmarks/demo_checks.py --seeds 0 --kernels avx2,native --name demo_kernels
 
 Each (kernels, seed) runs `python -m rhythm_pipeline.demo` (the `rhythm_lineage` job with the asset
 defaults, `sft_checkpoint.seed` set) in a fresh process on a fresh instance, then reads from that

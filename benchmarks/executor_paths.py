@@ -7,6 +7,7 @@ wall time of each, the ratio, and every step's duration side by side. Asserts no
         --variant torch2='{"torch_steps_at_once": 2}'                 # executor settings side by side
     python benchmarks/executor_paths.py --variant main='{}' --skip-in-process
     python benchmarks/executor_paths.py --reevaluate      # then the weekly `reevaluate` job both ways
+    python benchmarks/executor_paths.py --regrade --skip-multiprocess   # then `regrade` under v2 (target < 10%)
 
 Every path runs in a fresh process on its own temporary DAGSTER_HOME, one after the other (never
 at the same time). A variant is executor config (`execution: config:` of rhythm_multiprocess:
@@ -40,8 +41,8 @@ def fresh_home(root: Path, name: str) -> Path:
     return home
 
 
-def run_path(home: Path, command: list[str]) -> float:
-    env = {**os.environ, "DAGSTER_HOME": str(home)}
+def run_path(home: Path, command: list[str], **extra_env: str) -> float:
+    env = {**os.environ, "DAGSTER_HOME": str(home), **extra_env}
     env.pop("RHYTHM_ARTIFACTS", None)  # artifacts under the instance's storage, like a user's run
     log = home / "run.log"
     start = time.perf_counter()
@@ -89,6 +90,10 @@ def main() -> None:
     parser.add_argument("--reevaluate", action="store_true",
                         help="after the lineage, run the `reevaluate` job (the weekly schedule's, next seed window) "
                              "the same way on each instance")
+    parser.add_argument("--regrade", action="store_true",
+                        help="after the in-process lineage, switch to grader v2 and run the `regrade` job (the "
+                             "unsynced assets re-materialized from stored trajectories)")
+    parser.add_argument("--skip-multiprocess", action="store_true", help="run no multiprocess variant")
     parser.add_argument("--keep", type=Path, default=None, help="keep the instances under this folder")
     args = parser.parse_args()
     variants = dict(v.split("=", 1) for v in args.variant) or {"default": "{}"}
@@ -110,7 +115,9 @@ def main() -> None:
         record("in_process", home, run_path(home, [*lineage, "rhythm_lineage", "--config", json.dumps(run_config)]))
         if args.reevaluate:
             record("in_process reevaluate", home, run_path(home, [*lineage, "reevaluate", "--config", json.dumps(window)]))
-    for name, executor in variants.items():
+        if args.regrade:
+            record("in_process regrade (v2)", home, run_path(home, [*lineage, "regrade"], RHYTHM_GRADER="v2"))
+    for name, executor in ({} if args.skip_multiprocess else variants).items():
         home = fresh_home(root, f"multiprocess_{name}")
         execution = {"execution": {"config": json.loads(executor)}} if json.loads(executor) else {}
         config_file = home / "run_config.json"  # YAML is a superset of JSON
