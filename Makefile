@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -c $(LOCK) "$(TORCH_SPEC)"
-	$(BIN)/python -m pip install -q -c $(LOCK) -e ".[dev,postgres]"
+	$(BIN)/python -m pip install -q -c $(LOCK) -e ".[dev,postgres,s3]"
 	touch $(STAMP)
 
 # Resolve pyproject.toml's ranges afresh in a scratch venv and write what was installed as the lock.
@@ -25,7 +25,7 @@ lock:
 	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
 	.lock-venv/bin/python -m pip install -q --upgrade pip
 	.lock-venv/bin/python -m pip install -q "$(TORCH_SPEC)"
-	.lock-venv/bin/python -m pip install -q -e ".[dev,postgres]"
+	.lock-venv/bin/python -m pip install -q -e ".[dev,postgres,s3]"
 	{ echo "# The exact versions \`make install\` installs (pip constraints), written by \`make lock\` on $$(date -u +%F)."; \
 	  echo "# pyproject.toml keeps compatible ranges for people who import the package."; \
 	  .lock-venv/bin/python -m pip freeze --exclude-editable; } > $(LOCK).tmp
@@ -49,7 +49,8 @@ ui: $(STAMP)
 # rhythm-student registry), where the assets log by default: http://127.0.0.1:5000. It prints the
 # link to the rhythm experiment's runs (its id read from the store; MLflow 3 opens an experiment
 # clicked in its list on the GenAI overview), or the experiments list while the store has none.
-MLFLOW_STORE = $(or $(RHYTHM_ARTIFACTS),$(DAGSTER_HOME)/storage/rhythm)/mlflow
+# With an object store (RHYTHM_ARTIFACTS=s3://…) the tracking store is in the local cache (or set MLFLOW_TRACKING_URI).
+MLFLOW_STORE = $(if $(findstring ://,$(RHYTHM_ARTIFACTS)),$(or $(RHYTHM_ARTIFACT_CACHE),$(DAGSTER_HOME)/storage/rhythm-cache),$(or $(RHYTHM_ARTIFACTS),$(DAGSTER_HOME)/storage/rhythm))/mlflow
 mlflow: $(STAMP)
 	mkdir -p $(MLFLOW_STORE)
 	@$(BIN)/python -m rhythm_core.tracking.ui_link $(MLFLOW_STORE) --ui-url http://127.0.0.1:5000

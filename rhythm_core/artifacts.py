@@ -7,6 +7,7 @@ stage that stopped early with its work kept for a re-run.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -17,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .errors import UserError
-from .outputs import FILES_MANIFEST, artifact_root, replaceable
+from .outputs import FETCHED_STAMP, FILES_MANIFEST, artifact_root, replaceable
 
 
 class StageIncomplete(RuntimeError):
@@ -115,8 +116,9 @@ def _pid_alive(pid: int) -> bool:
 
 def remove_stale_staging(parent) -> list[Path]:
     """Remove the staging and replaced-version folders in `parent` that a process on this host left
-    when it was killed (its pid is gone), and those of older releases, whose names carry no owner.
-    Returns what was removed."""
+    when it was killed (its pid is gone), and those of older releases, whose names carry no owner. A
+    replaced version whose artifact is missing (a publish killed between its two renames) is put back
+    instead. Returns what was removed."""
     parent, host = Path(parent), socket.gethostname().replace("-", "_")
     removed = []
     for leftover in parent.glob(".*-*"):
@@ -126,11 +128,39 @@ def remove_stale_staging(parent) -> list[Path]:
         if leftover.name.startswith(STAGING_PREFIX) and len(parts) >= 4:  # .staging-<host>-<pid>-<random>
             if parts[1] != host or not parts[2].isdigit() or _pid_alive(int(parts[2])):
                 continue
-        elif leftover.name.startswith(".old-") and parts[-1].isdigit() and _pid_alive(int(parts[-1])):
-            continue  # publish_dir's previous version, being swapped out right now
+        elif leftover.name.startswith(".old-") and parts[-1].isdigit():
+            if _pid_alive(int(parts[-1])):
+                continue  # publish_dir's previous version, being swapped out right now
+            final = parent / leftover.name[len(".old-"):].rsplit("-", 1)[0]
+            if not final.exists():
+                os.replace(leftover, final)  # the publish died before its new version arrived
+                continue
         shutil.rmtree(leftover, ignore_errors=True)
         removed.append(leftover)
     return removed
+
+
+_RENAME_EXCHANGE = 2  # linux/fs.h
+
+
+def exchange_dirs(a, b) -> bool:
+    """Swap two paths in one call (Linux renameat2 with RENAME_EXCHANGE); False where the OS or the
+    filesystem has no such call, and nothing was changed."""
+    if os.uname().sysname != "Linux":
+        return False
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    renameat2 = getattr(libc, "renameat2", None)
+    if renameat2 is None:
+        return False
+    at_fdcwd = -100
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.EPERM, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), str(a), None, str(b))
 
 
 def staging_dir(final_parent) -> Path:
@@ -181,6 +211,11 @@ def publish_dir(staged, final, *, kind: str, overwrite: bool = False, published:
     write_files_manifest(staged, kind, published=published)
     final.parent.mkdir(parents=True, exist_ok=True)
     if final.exists():
+        if exchange_dirs(staged, final):  # one call: there is never a moment without `final`
+            shutil.rmtree(staged, ignore_errors=True)  # now the previous version
+            return final
+        # Two renames: a process killed between them leaves `.old-` and no `final`, which the next
+        # `remove_stale_staging` in this folder (every staging_dir call) puts back.
         old = final.with_name(f".old-{final.name}-{os.getpid()}")
         os.replace(final, old)
         try:
@@ -202,7 +237,7 @@ class ArtifactChanged(UserError, RuntimeError):
 
 def _file_hashes(root: Path) -> dict[str, str]:
     return {str(f.relative_to(root)): sha256_file(f) for f in sorted(root.rglob("*"))
-            if f.is_file() and f.name != FILES_MANIFEST}
+            if f.is_file() and f.name not in (FILES_MANIFEST, FETCHED_STAMP)}
 
 
 def _digest(files: dict[str, str]) -> str:
@@ -236,21 +271,28 @@ def verify_artifact(path, expected_digest: str | None = None) -> str | None:
                                   f"its materialization recorded files digest {expected_digest}")
         return None
     record = json.loads((root / FILES_MANIFEST).read_text())
+    check_record(record, _file_hashes(root), str(root), expected_digest)
+    return record["digest"]
+
+
+def check_record(record: dict, found: dict[str, str], root: str, expected_digest: str | None = None) -> None:
+    """Raise ArtifactChanged unless the files `found` (name -> sha256) of the artifact at `root` (a
+    folder or a store URL) are exactly those its `record` names, and the record is the one
+    `expected_digest` names; the message names the file and both hashes."""
     if expected_digest and record.get("digest") != expected_digest:
-        raise ArtifactChanged(f"{root / FILES_MANIFEST}: files digest {record.get('digest')}, but its "
+        raise ArtifactChanged(f"{root}/{FILES_MANIFEST}: files digest {record.get('digest')}, but its "
                               f"materialization recorded {expected_digest}: the artifact was replaced")
-    recorded, found = record["files"], _file_hashes(root)
+    recorded = record["files"]
     for name in sorted(set(recorded) | set(found)):
         if name not in found:
-            raise ArtifactChanged(f"{root / name}: missing from the published artifact {root} "
+            raise ArtifactChanged(f"{root}/{name}: missing from the published artifact {root} "
                                   f"(recorded sha256 {recorded[name]})")
         if name not in recorded:
-            raise ArtifactChanged(f"{root / name}: added to the published artifact {root} after it was published "
+            raise ArtifactChanged(f"{root}/{name}: added to the published artifact {root} after it was published "
                                   f"(sha256 {found[name]}, not in its record)")
         if found[name] != recorded[name]:
-            raise ArtifactChanged(f"{root / name}: changed after it was published: sha256 {found[name]}, "
+            raise ArtifactChanged(f"{root}/{name}: changed after it was published: sha256 {found[name]}, "
                                   f"recorded {recorded[name]} (artifact {root})")
-    return record["digest"]
 
 
 def rebase_paths(result: dict, old_dir, new_dir) -> dict:

@@ -19,6 +19,9 @@ from .errors import BadInput, UserError
 
 # Every published directory's record of its files (artifacts.write_files_manifest).
 FILES_MANIFEST = ".rhythm-files.json"
+# In a local copy of an artifact from an object store: the digest of the record its files were checked
+# against (store.py). Like the record itself, never one of the artifact's files.
+FETCHED_STAMP = ".rhythm-fetched"
 # The file each kind of published directory holds, which marks it as ours to replace.
 MARKERS = {
     "sft_dataset": "provenance.json",
@@ -27,6 +30,7 @@ MARKERS = {
     "eval_results": "eval_results.json",
     "checkpoint": "result.json",
     "teacher_trajectories": "trajectories.jsonl",
+    "eval_history": "rows.parquet",
 }
 
 

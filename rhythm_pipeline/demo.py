@@ -180,6 +180,14 @@ def _run_demo() -> int:
     from rhythm_pipeline.runs import execute_here
 
     instance = dg.DagsterInstance.get()  # DAGSTER_HOME (the Makefile points it at ./dagster_home)
+    from rhythm_core.errors import UserError
+    from rhythm_pipeline.defs.resources import artifact_store_from_env
+
+    try:  # a store that cannot be used is one line before any work (RHYTHM_ARTIFACTS)
+        store = artifact_store_from_env().store(instance)
+    except UserError as exc:
+        print(f"rhythm demo: {exc}", file=sys.stderr)
+        return 2
     log_dir = Path(instance.storage_directory()) / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"demo-{datetime.now():%Y%m%d-%H%M%S}.log"
@@ -220,8 +228,7 @@ def _run_demo() -> int:
         done.set()
         watcher.join(timeout=30)
         # what the evaluation steps staged for a run that stopped before publishing it
-        root = Path(os.environ.get("RHYTHM_ARTIFACTS") or Path(instance.storage_directory()) / "rhythm")
-        shutil.rmtree(root / "eval_rollouts" / f".staging-run-{run_id}", ignore_errors=True)
+        shutil.rmtree(store.cache / "eval_rollouts" / f".staging-run-{run_id}", ignore_errors=True)
     wall = time.perf_counter() - start
 
     success = instance.get_run_by_id(run_id).status == dg.DagsterRunStatus.SUCCESS

@@ -20,8 +20,9 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def execute_here(job_name: str, run_config: dict, instance: dg.DagsterInstance, run_id: str | None = None) -> str:
-    """Execute `job_name` in this process, steps one at a time, as a run of the `rhythm` code location;
-    returns the run id. `run_config` is the job's (its `execution` config is set to in-process)."""
+    """Execute `job_name` from this process as a run of the `rhythm` code location, its steps one at a
+    time in this process unless `run_config` names an `execution` config of its own (the multiprocess
+    executor: a process per step); returns the run id."""
     from dagster._core.definitions.reconstruct import ReconstructableRepository
     from dagster._core.execution.api import create_execution_plan, execute_run
     from dagster._core.remote_origin import InProcessCodeLocationOrigin, RemoteJobOrigin, RemoteRepositoryOrigin
@@ -31,7 +32,7 @@ def execute_here(job_name: str, run_config: dict, instance: dg.DagsterInstance, 
                                   working_directory=str(REPO_ROOT))
     repository = ReconstructableRepository.for_module(DEFINITIONS_MODULE, "defs", working_directory=str(REPO_ROOT))
     job = repository.get_reconstructable_job(job_name)
-    config = {**run_config, "execution": {"config": {"in_process": True}}}
+    config = {"execution": {"config": {"in_process": True}}, **run_config}
     plan = create_execution_plan(job, run_config=config, instance_ref=instance.get_ref())
     origin = RemoteJobOrigin(
         repository_origin=RemoteRepositoryOrigin(

@@ -29,9 +29,11 @@ GRADING_AUTOMATION = dg.AutomationCondition.eager() | dg.AutomationCondition.cod
 
 
 def artifact_root(context) -> Path:
-    """Where artifacts live: RHYTHM_ARTIFACTS, else the Dagster instance's storage directory."""
-    override = os.environ.get("RHYTHM_ARTIFACTS")
-    root = Path(override) if override else Path(context.instance.storage_directory()) / "rhythm"
+    """The local folder this process's stages publish into: the artifact root (RHYTHM_ARTIFACTS, else
+    the instance's storage/rhythm), or an object store's local cache (rhythm_core/store.py)."""
+    from rhythm_pipeline.defs.resources import artifact_store_from_env
+
+    root = artifact_store_from_env().store(context.instance).cache
     root.mkdir(parents=True, exist_ok=True)
     return root
 

@@ -16,6 +16,7 @@ from rhythm_core.data.stages import dataset_stage, reeval_stage
 from rhythm_core.outputs import FILES_MANIFEST
 from rhythm_core.teacher.settings import TeacherSettings
 from rhythm_core.teacher.stage import teacher_stage
+from rhythm_pipeline.defs.resources import artifact_store_from_env
 
 
 @pytest.fixture
@@ -92,19 +93,19 @@ def test_dagster_fails_a_blocking_check_and_the_downstream_step_on_a_tampered_ar
     check = next(c for c in FILES_UNCHANGED if next(iter(c.check_keys)).asset_key == teacher_trajectories.key)
     config = {"ops": {"teacher_trajectories": {"config": {"seeds": "1000-1003"}}}}
     first = dg.materialize([teacher_trajectories, check], instance=instance, run_config=config,
-                           resources={"teacher": TeacherResource()})
+                           resources={"teacher": TeacherResource(), "artifacts": artifact_store_from_env()})
     assert first.success and all(e.passed for e in first.get_asset_check_evaluations())
     path = first.output_for_node("teacher_trajectories")["path"]
     with open(path, "r+b") as fh:
         fh.seek(10)
         fh.write(b"#")
-    rerun = dg.materialize([teacher_trajectories, check], instance=instance, resources={"teacher": TeacherResource()},
+    rerun = dg.materialize([teacher_trajectories, check], instance=instance, resources={"teacher": TeacherResource(), "artifacts": artifact_store_from_env()},
                            selection=dg.AssetSelection.checks(check), raise_on_error=False)
     (evaluation,) = rerun.get_asset_check_evaluations()
     assert not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.ERROR
     assert "changed after it was published" in evaluation.description and "recorded" in evaluation.description
     downstream = dg.materialize([teacher_trajectories, reeval_report], instance=instance,
-                                resources={"teacher": TeacherResource()}, selection=[reeval_report],
+                                resources={"teacher": TeacherResource(), "artifacts": artifact_store_from_env()}, selection=[reeval_report],
                                 raise_on_error=False)
     assert not downstream.success
     failure = next(e for e in downstream.all_events if e.is_step_failure)

@@ -466,7 +466,12 @@ def test_the_belief_check_judges_the_paired_gap_against_its_noise(tmp_path):
                                   "belief_gap_vs_teacher": {"mean": mean, "se": se, "n": 50}}}
         path = tmp_path / "eval_results.json"
         path.write_text(json.dumps({"conditions": {"ood": {"agents": agents}}}))
-        return student_belief_close_to_teacher(eval_results={"json": str(path)})
+        import dagster as dg
+
+        from rhythm_pipeline.defs.resources import ArtifactStoreResource
+
+        return student_belief_close_to_teacher(dg.build_asset_check_context(), eval_results={"json": str(path)},
+                                               artifacts=ArtifactStoreResource())
 
     within_noise = run_check(0.028, 0.009)
     assert within_noise.passed and "within noise: ood/student_sft" in within_noise.description

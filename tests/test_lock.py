@@ -32,7 +32,7 @@ def test_the_lock_pins_every_direct_dependency_with_cpu_torch():
     pinned = {canonicalize_name(line.split("==")[0]): line.split("==")[1] for line in lock_lines()}
     assert all("==" in line for line in lock_lines()), "every lock line is name==version"
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    wanted = project["dependencies"] + [d for extra in ("dev", "postgres")
+    wanted = project["dependencies"] + [d for extra in ("dev", "postgres", "s3")
                                         for d in project["optional-dependencies"][extra]]
     for spec in map(Requirement, wanted):
         name = canonicalize_name(spec.name)

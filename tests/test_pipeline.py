@@ -14,7 +14,7 @@ from rhythm_pipeline.defs.checks import (
     teacher_beats_heuristic,
     teacher_trajectories_complete_and_valid,
 )
-from rhythm_pipeline.defs.resources import HubResource, TeacherResource
+from rhythm_pipeline.defs.resources import HubResource, TeacherResource, artifact_store_from_env
 from tests.openai_server import serve
 
 ASSETS = [teacher_trajectories, reeval_report, sft_dataset]
@@ -28,7 +28,8 @@ def run_config(seeds="1000-1011"):
 def materialize(instance, teacher=None, seeds="1000-1011", **kwargs):
     return dg.materialize(
         [*ASSETS, *CHECKS], instance=instance, run_config=run_config(seeds),
-        resources={"teacher": teacher or TeacherResource(), "hub": HubResource()}, **kwargs,
+        resources={"teacher": teacher or TeacherResource(), "hub": HubResource(),
+                   "artifacts": artifact_store_from_env()}, **kwargs,
     )
 
 
@@ -107,7 +108,8 @@ def test_eval_seed_check_blocks_a_leaky_dataset(tmp_path):
     built = build_sft_dataset([r for r in records if r["seed"] != 5], reasoning="none")
     leaky = datasets.DatasetDict({**built, "validation": built["validation"].map(lambda row: {"seed": 5})})
     saved = save_sft_dataset(leaky, tmp_path / "ds", {})
-    result = sft_dataset_has_no_eval_seeds(sft_dataset={"path": saved["path"]})
+    result = sft_dataset_has_no_eval_seeds(dg.build_asset_check_context(), sft_dataset={"path": saved["path"]},
+                                           artifacts=artifact_store_from_env())
     assert not result.passed and result.severity == dg.AssetCheckSeverity.ERROR
     assert "('continuous', 5)" in result.description
 
@@ -159,7 +161,8 @@ def test_beat_heuristic_filter_keeps_only_winning_episodes(instance):
     from rhythm_core.teacher.trajectories import read_trajectories
 
     result = dg.materialize(
-        [*ASSETS, *CHECKS], instance=instance, resources={"teacher": TeacherResource(), "hub": HubResource()},
+        [*ASSETS, *CHECKS], instance=instance, resources={"teacher": TeacherResource(), "hub": HubResource(),
+                              "artifacts": artifact_store_from_env()},
         run_config={"ops": {"teacher_trajectories": {"config": {"seeds": "1000-1011"}},
                             "sft_dataset": {"config": {"filter": "beat_heuristic", "filter_grader": "v2",
                                                        "readout_form": "innovation"}}}},
@@ -192,7 +195,7 @@ def test_sft_dataset_pushes_to_the_hub_when_asked(instance, tmp_path):
     hub = RecordingHub(namespace="alice", store=str(tmp_path / "uploaded"))
     config = {"ops": {**run_config()["ops"], "sft_dataset": {"config": {"push_to_hub": True}}}}
     result = dg.materialize(ASSETS, instance=instance, run_config=config,
-                            resources={"teacher": TeacherResource(), "hub": hub})
+                            resources={"teacher": TeacherResource(), "hub": hub, "artifacts": artifact_store_from_env()})
     assert result.success
     pushed = result.output_for_node("sft_dataset")["hub"]
     assert pushed["repo_id"] == "alice/rhythm-sft" and pushed["revision"] == "ab" * 20

@@ -14,14 +14,14 @@ from rhythm_pipeline.defs.checks import (
     student_invalid_answers_at_most_5pct,
     students_beat_heuristic,
 )
-from rhythm_pipeline.defs.resources import ComputeResource, HubResource, TeacherResource
+from rhythm_pipeline.defs.resources import ArtifactStoreResource, ComputeResource, HubResource, TeacherResource
 from rhythm_pipeline.defs.tracking import TrackingResource
 
 ALL = [teacher_trajectories, reeval_report, sft_dataset, sft_checkpoint, grpo_checkpoint, eval_rollouts, eval_results]
 EVAL_CHECKS = [students_beat_heuristic, student_belief_close_to_teacher, student_invalid_answers_at_most_5pct]
 # MLflow tracking is tested in test_tracking.py; off here (a fresh store costs seconds per instance).
 RESOURCES = {"teacher": TeacherResource(), "hub": HubResource(), "compute": ComputeResource(),
-             "tracking": TrackingResource(enabled=False)}
+             "tracking": TrackingResource(enabled=False), "artifacts": ArtifactStoreResource()}
 # The smallest whole lineage that exercises every stage (the slow end-to-end tests).
 SMALL = {"ops": {"teacher_trajectories": {"config": {"seeds": "1000-1015"}},
                  "sft_checkpoint": {"config": {"max_steps": 12, "short_context_steps": 0}},

@@ -23,7 +23,7 @@ from rhythm_core.tracking.store import report_names
 from rhythm_pipeline.defs.assets.data import sft_dataset, teacher_trajectories
 from rhythm_pipeline.defs.assets.registry import registered_student
 from rhythm_pipeline.defs.assets.training import sft_checkpoint
-from rhythm_pipeline.defs.resources import ComputeResource, HubResource, TeacherResource
+from rhythm_pipeline.defs.resources import ComputeResource, HubResource, TeacherResource, artifact_store_from_env
 from rhythm_pipeline.defs.tracking import TrackingResource
 
 
@@ -207,7 +207,8 @@ SMALL_SFT = {"ops": {"teacher_trajectories": {"config": {"seeds": "1000-1003"}},
 
 
 def _materialize_sft(instance, tracking: TrackingResource):
-    resources = {"teacher": TeacherResource(), "hub": HubResource(), "compute": ComputeResource(), "tracking": tracking}
+    resources = {"teacher": TeacherResource(), "hub": HubResource(), "compute": ComputeResource(), "tracking": tracking,
+                 "artifacts": artifact_store_from_env()}
     return dg.materialize([teacher_trajectories, sft_dataset, sft_checkpoint], instance=instance, resources=resources,
                           run_config=SMALL_SFT, raise_on_error=False)
 
@@ -304,7 +305,8 @@ def stub_eval_rollouts(context) -> dict:
 def _materialize_eval_results(instance, tracking: TrackingResource):
     from rhythm_pipeline.defs.assets.evaluation import eval_results
 
-    result = dg.materialize([stub_eval_rollouts, eval_results], instance=instance, resources={"tracking": tracking})
+    result = dg.materialize([stub_eval_rollouts, eval_results], instance=instance, resources={"tracking": tracking,
+                                                                                       "artifacts": artifact_store_from_env()})
     return result, _metadata(result, "eval_results")
 
 
@@ -410,7 +412,8 @@ def test_registry_promotes_a_better_student_and_refuses_a_worse_one(instance, ml
 
     model = f"rhythm-student-test-{tmp_path.name}"
     defs = dg.Definitions(assets=[stub_grpo_checkpoint, stub_eval_results, registered_student], asset_checks=[stub_gate],
-                          resources={"tracking": TrackingResource(tracking_uri=mlflow_store, registered_model=model)})
+                          resources={"tracking": TrackingResource(tracking_uri=mlflow_store, registered_model=model),
+                                     "artifacts": artifact_store_from_env()})
     job = defs.resolve_implicit_global_asset_job_def()
 
     def register(checkpoint: str, score: float, seeds: str = "0-3", gate: bool = True):

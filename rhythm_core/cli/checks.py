@@ -140,7 +140,16 @@ def check_eval(args) -> None:
 
 def check_distill(args) -> None:
     from ..outputs import check_output_root
+    from ..store import open_store, split_url
 
+    if split_url(args.out)[0] is not None:  # an object store: the run writes into a local cache, then uploads
+        import tempfile
+        from pathlib import Path
+
+        args.store = open_store(args.out, default_root=Path(tempfile.gettempdir()) / "rhythm-distill", variable="--out")
+        args.store.check()
+        return
+    args.store = None
     check_output_root(args.out)
 
 

@@ -146,8 +146,17 @@ def _cmd_eval(args) -> int:
 def _cmd_distill(args) -> int:
     from ..distill import run_distillation
 
-    summary = run_distillation(args.out, args.preset, grader=args.grader)
-    print(f"summary: {args.out}/distill_summary.json; results: {summary['results_json']}")
+    if args.store is None:
+        summary = run_distillation(args.out, args.preset, grader=args.grader)
+        print(f"summary: {args.out}/distill_summary.json; results: {summary['results_json']}")
+        return 0
+    from ..outputs import FILES_MANIFEST
+
+    store = args.store  # every stage publishes into the local cache; each published version then goes up
+    summary = run_distillation(store.cache, args.preset, grader=args.grader)
+    for record in sorted(store.cache.rglob(FILES_MANIFEST)):
+        store.publish(record.parent)
+    print(f"artifacts: {store.url} (local copy {store.cache}); results: {store.to_store(summary['results_json'])}")
     return 0
 
 
@@ -303,7 +312,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--preset", choices=list(PRESETS), default=DEFAULT_PRESET,
                    help="demo: what `make demo` trains (about 6 minutes on 2 CPU cores); long: the same recipe with "
                         "more weeks and steps, from the search teacher, the innovation evidence chain (about 19 minutes); published: the 3B LoRA student (for a GPU)")
-    p.add_argument("--out", required=True, help="output root, created if missing in a folder that exists")
+    p.add_argument("--out", required=True, help="output root, created if missing in a folder that exists, or an "
+                                                "object store (s3://bucket/prefix: every version is uploaded there)")
     grader(p)
 
     from ..compute.gpu_check import STAGES

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,7 @@ from ..env.episode import EpisodeBatch
 from ..env.profiles import prior_stats
 from ..env.spec import ACTIONS, ENV_VERSION
 from ..graders import get_grader, mean_ci95
+from ..outputs import FILES_MANIFEST
 from .rollouts import load_rollouts
 
 RESULTS_SCHEMA = "rhythm-eval-results-1"
@@ -336,11 +338,11 @@ def load_results(path) -> dict:
     return json.loads(Path(path).read_text())
 
 
-def append_history(history_path, results: dict, *, run_id: str, timestamp: float, rollouts_version: str):
-    """Add this evaluation's rows (one per condition and agent) to the history table, atomically;
-    re-running the same run id replaces its rows. Returns the whole table (polars)."""
-    import os
+HISTORY_ROWS = "rows.parquet"
 
+
+def history_rows(results: dict, *, run_id: str, timestamp: float, rollouts_version: str):
+    """This evaluation's rows of the history table (one per condition and agent), as polars."""
     import polars as pl
 
     rows = [{"timestamp": timestamp, "run_id": run_id, "grader": results["grader"], "rollouts": rollouts_version,
@@ -348,17 +350,48 @@ def append_history(history_path, results: dict, *, run_id: str, timestamp: float
              "final_score": m["final_score"], "ci95_lo": m["ci95"][0], "ci95_hi": m["ci95"][1],
              "belief_mae": m["belief_mae"], "invalid_rate": m["invalid_rate"]}
             for condition, block in results["conditions"].items() for agent, m in block["agents"].items()]
-    new = pl.from_dicts(rows, infer_schema_length=None)
-    path = Path(history_path)
-    if path.exists():
-        old = pl.read_parquet(path).filter(pl.col("run_id") != run_id)
-        new = pl.concat([old, new], how="diagonal_relaxed")
-    new = new.sort(["timestamp", "condition", "agent"])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    new.write_parquet(tmp)
-    os.replace(tmp, path)
-    return new
+    return pl.from_dicts(rows, infer_schema_length=None)
+
+
+def write_history(history_dir, results: dict, *, run_id: str, timestamp: float, rollouts_version: str) -> Path:
+    """Publish this evaluation's rows as an artifact of their own, `<history_dir>/<run id>-<ns>/rows.parquet`:
+    one file per write, so two evaluations writing at once both keep their rows, and a reader never
+    sees a half-written file. Returns the published folder."""
+    history_dir = Path(history_dir)
+    name = f"{run_id}-{time.time_ns()}"
+    with staging(history_dir) as staged:
+        history_rows(results, run_id=run_id, timestamp=timestamp,
+                     rollouts_version=rollouts_version).write_parquet(staged / HISTORY_ROWS)
+        return publish_dir(staged, history_dir / name, kind="eval_history", published=True)
+
+
+def read_history(folders, legacy: Path | None = None):
+    """The history table from the published row files (folders, each checked by its reader), plus an
+    older single-file history (`legacy`, history.parquet) where there is one; a run id written more
+    than once keeps its latest rows. Sorted by time."""
+    import polars as pl
+
+    tables = [pl.read_parquet(Path(folder) / HISTORY_ROWS).with_columns(pl.lit(Path(folder).name).alias("_write"))
+              for folder in folders]
+    if legacy is not None and Path(legacy).is_file():
+        tables.insert(0, pl.read_parquet(legacy).with_columns(pl.lit("").alias("_write")))
+    if not tables:
+        return pl.DataFrame()
+    table = pl.concat(tables, how="diagonal_relaxed")
+    latest = table.group_by("run_id").agg(pl.col("_write").max())
+    table = table.join(latest, on=["run_id", "_write"], how="semi").drop("_write")
+    return table.sort(["timestamp", "condition", "agent"])
+
+
+def append_history(history_dir, results: dict, *, run_id: str, timestamp: float, rollouts_version: str):
+    """Write this evaluation's rows (`write_history`) and return the whole table of a local history
+    folder; re-running the same run id replaces its rows."""
+    history_dir = Path(history_dir)
+    write_history(history_dir, results, run_id=run_id, timestamp=timestamp, rollouts_version=rollouts_version)
+    folders = [p.parent for p in sorted(history_dir.glob(f"*/{FILES_MANIFEST}"))]
+    for folder in folders:
+        verify_artifact(folder)
+    return read_history(folders, legacy=history_dir.parent / "history.parquet")
 
 
 def history_markdown(history, agent_prefix: str = "student", last: int = 10) -> str:

@@ -226,9 +226,13 @@ def register_student(tracker: Tracker, candidate: dict, *, checks: Mapping[str, 
         new = False
     else:
         run = client.get_run(source_run_id)
-        if not client.list_artifacts(source_run_id, "model"):
-            client.log_artifacts(source_run_id, str(Path(candidate["model_dir"])), "model")
-        version = client.create_model_version(name, source=f"{run.info.artifact_uri}/model", run_id=source_run_id,
+        if "://" in str(candidate["model_dir"]):  # in an object store: the version points at it, nothing copied
+            source = str(candidate["model_dir"])
+        else:
+            if not client.list_artifacts(source_run_id, "model"):
+                client.log_artifacts(source_run_id, str(Path(candidate["model_dir"])), "model")
+            source = f"{run.info.artifact_uri}/model"
+        version = client.create_model_version(name, source=source, run_id=source_run_id,
                                               tags=tags, description=(
                                                   f"{candidate['agent']} {candidate['checkpoint_version']} "
                                                   f"({candidate.get('base_model')}): headline "

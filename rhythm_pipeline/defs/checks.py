@@ -6,13 +6,14 @@ heuristic under the active grader (warning), and the students' evaluation figure
 
 import dagster as dg
 
-from rhythm_core.artifacts import ArtifactChanged, verify_artifact
+from rhythm_core.artifacts import ArtifactChanged
 from rhythm_core.env.conditions import parse_seeds
 from rhythm_core.evaluation.results import MAX_INVALID_RATE, load_results, student_gaps
 from rhythm_core.teacher.trajectories import TrajectoryError, read_trajectories, replay_check
 from rhythm_pipeline.defs.assets.data import reeval_report, sft_dataset, teacher_trajectories
 from rhythm_pipeline.defs.assets.evaluation import eval_results, eval_rollouts
 from rhythm_pipeline.defs.assets.training import grpo_checkpoint, sft_checkpoint
+from rhythm_pipeline.defs.resources import ArtifactStoreResource
 from rhythm_pipeline.settings import ACTIVE_GRADER
 
 
@@ -20,7 +21,7 @@ def _files_unchanged(asset) -> dg.AssetChecksDefinition:
     @dg.asset_check(asset=asset, name="files_unchanged", blocking=True,
                     description="The artifact's files are the ones its latest materialization published (every "
                                 "file's sha256 against the record whose digest the materialization holds).")
-    def files_unchanged(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+    def files_unchanged(context: dg.AssetCheckExecutionContext, artifacts: ArtifactStoreResource) -> dg.AssetCheckResult:
         event = context.instance.get_latest_materialization_event(asset.key)
         metadata = event.asset_materialization.metadata if event else {}
         if "artifact_path" not in metadata:
@@ -28,7 +29,7 @@ def _files_unchanged(asset) -> dg.AssetChecksDefinition:
                                        description="no materialization with an artifact path to check")
         path, recorded = metadata["artifact_path"].value, metadata.get("files_digest")
         try:
-            digest = verify_artifact(path, recorded.value if recorded else None)
+            digest = artifacts.store(context.instance).verify(path, recorded.value if recorded else None)
         except ArtifactChanged as exc:
             return dg.AssetCheckResult(passed=False, severity=dg.AssetCheckSeverity.ERROR, description=str(exc))
         return dg.AssetCheckResult(passed=True, severity=dg.AssetCheckSeverity.ERROR, metadata={"files_digest": digest},
@@ -44,8 +45,9 @@ FILES_UNCHANGED = [_files_unchanged(asset) for asset in (teacher_trajectories, r
 
 @dg.asset_check(asset=teacher_trajectories, blocking=True,
                 description="Every line parses, matches the schema and replays exactly; every requested seed is there once.")
-def teacher_trajectories_complete_and_valid(teacher_trajectories: dict) -> dg.AssetCheckResult:
-    path = teacher_trajectories["path"]
+def teacher_trajectories_complete_and_valid(context: dg.AssetCheckExecutionContext, teacher_trajectories: dict,
+                                            artifacts: ArtifactStoreResource) -> dg.AssetCheckResult:
+    path = artifacts.store(context.instance).fetch_value(teacher_trajectories)["path"]
     try:
         records = read_trajectories(path, allow_truncated_tail=False).records
         replay_check(records, path)
@@ -76,13 +78,14 @@ def teacher_beats_heuristic(reeval_report: dict) -> dg.AssetCheckResult:
 @dg.asset_check(asset=sft_dataset, blocking=True,
                 description="No evaluation or tuning seed (conditions.EVAL_SEEDS, TUNING_SEEDS) appears in any split "
                             "of the training data.")
-def sft_dataset_has_no_eval_seeds(sft_dataset: dict) -> dg.AssetCheckResult:
+def sft_dataset_has_no_eval_seeds(context: dg.AssetCheckExecutionContext, sft_dataset: dict,
+                                  artifacts: ArtifactStoreResource) -> dg.AssetCheckResult:
     # Imported here: `datasets` (with pyarrow and pandas) would add ~1 s to every load of the definitions.
     import datasets
 
     from rhythm_core.data.summary import check_no_eval_seeds
 
-    leaked = check_no_eval_seeds(datasets.load_from_disk(sft_dataset["path"]))
+    leaked = check_no_eval_seeds(datasets.load_from_disk(artifacts.store(context.instance).fetch_value(sft_dataset)["path"]))
     return dg.AssetCheckResult(
         passed=not leaked,
         severity=dg.AssetCheckSeverity.ERROR,
@@ -94,8 +97,9 @@ def sft_dataset_has_no_eval_seeds(sft_dataset: dict) -> dg.AssetCheckResult:
 
 @dg.asset_check(asset=eval_results, description="Each student beats the better of the heuristic and the fallback-only "
                                                   "policy on every condition (active grader).")
-def students_beat_heuristic(eval_results: dict) -> dg.AssetCheckResult:
-    margins = student_gaps(load_results(eval_results["json"]))["score_vs_heuristic"]
+def students_beat_heuristic(context: dg.AssetCheckExecutionContext, eval_results: dict,
+                            artifacts: ArtifactStoreResource) -> dg.AssetCheckResult:
+    margins = student_gaps(load_results(artifacts.store(context.instance).fetch_value(eval_results)["json"]))["score_vs_heuristic"]
     losing = [k for k, v in margins.items() if v <= 0]
     return dg.AssetCheckResult(passed=not losing, severity=dg.AssetCheckSeverity.WARN, metadata=margins,
                                description=f"not above the heuristic and the fallback: {', '.join(losing)}" if losing
@@ -110,8 +114,9 @@ BELIEF_Z = 2.0  # standard errors of the paired gap that make "worse by more tha
     f"Each student's belief MAE is within {BELIEF_MARGIN} of the Bayesian teacher's, judged against noise: it "
     f"fails only when the gap, paired week by week on the same seeds, exceeds {BELIEF_MARGIN} by more than "
     f"{BELIEF_Z:g} standard errors (a CPU's rounding or an SFT seed moves the OOD gap by about one)."))
-def student_belief_close_to_teacher(eval_results: dict) -> dg.AssetCheckResult:
-    gaps = student_gaps(load_results(eval_results["json"]))
+def student_belief_close_to_teacher(context: dg.AssetCheckExecutionContext, eval_results: dict,
+                                    artifacts: ArtifactStoreResource) -> dg.AssetCheckResult:
+    gaps = student_gaps(load_results(artifacts.store(context.instance).fetch_value(eval_results)["json"]))
     far = [k for k, v in gaps["belief_mae_vs_teacher"].items()
            if v - BELIEF_MARGIN > BELIEF_Z * gaps["belief_gap_se"].get(k, 0.0)]
     noisy = [k for k, v in gaps["belief_mae_vs_teacher"].items() if v > BELIEF_MARGIN and k not in far]
@@ -128,8 +133,9 @@ def student_belief_close_to_teacher(eval_results: dict) -> dg.AssetCheckResult:
 
 @dg.asset_check(asset=eval_results,
                 description=f"Invalid (unparsable or illegal) student answers are at most {MAX_INVALID_RATE:.0%}.")
-def student_invalid_answers_at_most_5pct(eval_results: dict) -> dg.AssetCheckResult:
-    rates = student_gaps(load_results(eval_results["json"]))["invalid_rate"]
+def student_invalid_answers_at_most_5pct(context: dg.AssetCheckExecutionContext, eval_results: dict,
+                                         artifacts: ArtifactStoreResource) -> dg.AssetCheckResult:
+    rates = student_gaps(load_results(artifacts.store(context.instance).fetch_value(eval_results)["json"]))["invalid_rate"]
     high = [k for k, v in rates.items() if v > MAX_INVALID_RATE]
     return dg.AssetCheckResult(passed=not high, severity=dg.AssetCheckSeverity.WARN, metadata=rates,
                                description=f"above {MAX_INVALID_RATE:.0%}: {', '.join(high)}" if high

@@ -18,6 +18,8 @@ executor that gives each step its own container (Kubernetes, Docker) each gets i
 
 from __future__ import annotations
 
+import os
+
 import dagster as dg
 
 from rhythm_core.compute.threads import available_cores, thread_budget, torch_steps_at_once
@@ -80,6 +82,25 @@ def step_thread_budget(context, parallel_steps: int = 1) -> int:
     return thread_budget(min(at_once, max_concurrent, parallel_steps), cores=cores)
 
 
+EXECUTOR_VAR = "RHYTHM_EXECUTOR"  # multiprocess (the default) | k8s: a Kubernetes pod per step
+
+
+def chosen_executor(name: str | None = None) -> dg.ExecutorDefinition:
+    """The executor RHYTHM_EXECUTOR names. `k8s`: dagster-k8s's k8s_job_executor, a pod per step, for
+    clusters whose steps share nothing but PostgreSQL and the artifact store (deploy/README.md)."""
+    name = name if name is not None else os.environ.get(EXECUTOR_VAR, "multiprocess")
+    if name in ("", "multiprocess"):
+        return rhythm_multiprocess_executor
+    if name == "k8s":
+        try:
+            from dagster_k8s import k8s_job_executor
+        except ImportError as exc:
+            raise ImportError(f"{EXECUTOR_VAR}=k8s needs dagster-k8s (pip install dagster-k8s==0.29.27, the "
+                              f"release paired with this dagster): {exc}") from None
+        return k8s_job_executor
+    raise ValueError(f"{EXECUTOR_VAR}={name!r}: unknown executor; allowed: multiprocess, k8s")
+
+
 @dg.definitions
 def executor() -> dg.Definitions:
-    return dg.Definitions(executor=rhythm_multiprocess_executor)
+    return dg.Definitions(executor=chosen_executor())

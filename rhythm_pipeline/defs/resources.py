@@ -1,4 +1,5 @@
-"""Resources: the teacher (offline, or an OpenAI-compatible API) and the Hugging Face Hub.
+"""Resources: where artifacts live (a local folder or an object store), the teacher (offline, or an
+OpenAI-compatible API), the Hugging Face Hub and where models run.
 
 Secrets come from environment variables through dg.EnvVar: the run config and event log hold the
 variable's name, never its value.
@@ -6,12 +7,96 @@ variable's name, never its value.
 
 
 import os
+from pathlib import Path
 
 import dagster as dg
 
+from rhythm_core.store import ARTIFACTS_VAR, CACHE_VAR, open_store, split_url
 from rhythm_core.teacher.settings import TeacherSettings
 
 _TEACHER = TeacherSettings()
+
+
+class ArtifactStoreResource(dg.ConfigurableResource):
+    """Where artifacts live (RHYTHM_ARTIFACTS): a local folder (empty: the instance's
+    `storage/rhythm`), or an object store `s3://bucket/prefix` that steps share and nothing else
+    (rhythm_core/store.py). With an object store each step keeps a local cache (`cache`,
+    RHYTHM_ARTIFACT_CACHE; `{pid}` in it gives every process its own). The endpoint and the keys
+    default to the standard AWS variables; the keys come in as dg.EnvVar, never as values."""
+
+    root: str = ""
+    cache: str = ""
+    endpoint_url: str | None = None
+    access_key_id: str | None = None
+    secret_access_key: str | None = None
+    region: str | None = None
+
+    def storage_options(self) -> dict:
+        def value(field):  # an EnvVar is resolved at run time; a caller outside a run (the demo) resolves it here
+            return field.get_value() if isinstance(field, dg.EnvVar) else field
+
+        options = {"key": value(self.access_key_id), "secret": value(self.secret_access_key),
+                   "endpoint_url": value(self.endpoint_url)}
+        options = {k: v for k, v in options.items() if v}
+        if self.region:
+            options["client_kwargs"] = {"region_name": self.region}
+        return options
+
+    def store(self, instance: dg.DagsterInstance):
+        """The store for this process (opened once), its access checked before the first use. An
+        empty `root` or `cache` reads its variable, then falls back to the instance's storage."""
+        root, cache = self.root or os.environ.get(ARTIFACTS_VAR, ""), self.cache or os.environ.get(CACHE_VAR, "")
+        key = (root, cache, instance.storage_directory(), tuple(sorted(self.storage_options())))
+        opened = _OPEN_STORES.get(key)
+        if opened is None:
+            opened = open_store(root, default_root=Path(instance.storage_directory()) / "rhythm",
+                                cache=cache or None, storage_options=self.storage_options())
+            opened.check()
+            _OPEN_STORES[key] = opened
+        return opened
+
+
+_OPEN_STORES: dict = {}
+
+
+class _PickleOnStore(dg.UPathIOManager):
+    extension = ".pickle"
+
+    def dump_to_path(self, context, obj, path) -> None:
+        import pickle
+
+        with path.open("wb") as fh:
+            pickle.dump(obj, fh)
+
+    def load_from_path(self, context, path):
+        import pickle
+
+        with path.open("rb") as fh:
+            return pickle.load(fh)
+
+
+class StoreIOManager(dg.ConfigurableIOManagerFactory):
+    """The values steps hand each other (small dicts naming artifacts by their store URLs), pickled on
+    the artifact store under `_dagster/io/`: with an object store a step reads nothing from another
+    step's disk. Registered only when RHYTHM_ARTIFACTS is an object store; a local root keeps
+    Dagster's default filesystem IO manager."""
+
+    artifacts: ArtifactStoreResource
+
+    def create_io_manager(self, context) -> dg.IOManager:
+        from upath import UPath
+
+        store = self.artifacts.store(context.instance)
+        return _PickleOnStore(base_path=UPath(f"{store.url}/_dagster/io", **store.storage_options_for_upath()))
+
+
+def artifact_store_from_env() -> ArtifactStoreResource:
+    """The resource as the environment sets it (what the definitions register)."""
+    return ArtifactStoreResource(root=os.environ.get(ARTIFACTS_VAR, ""), cache=os.environ.get(CACHE_VAR, ""),
+                                 endpoint_url=os.environ.get("AWS_ENDPOINT_URL") or None,
+                                 access_key_id=_secret("AWS_ACCESS_KEY_ID"),
+                                 secret_access_key=_secret("AWS_SECRET_ACCESS_KEY"),
+                                 region=os.environ.get("AWS_DEFAULT_REGION") or None)
 
 
 class TeacherResource(dg.ConfigurableResource):
@@ -185,8 +270,12 @@ def _secret(name: str):
 def resources() -> dg.Definitions:
     # Configurable at launch: a job (rhythm_lineage_published) or the launchpad can switch the teacher
     # and the compute backend; what is set here (from the environment) are the defaults.
+    artifacts = artifact_store_from_env()
+    remote = split_url(artifacts.root)[0] is not None
     return dg.Definitions(
         resources={
+            "artifacts": artifacts,
+            **({"io_manager": StoreIOManager(artifacts=artifacts)} if remote else {}),
             "teacher": TeacherResource.configure_at_launch(
                 backend=os.environ.get("RHYTHM_TEACHER_BACKEND", _TEACHER.backend),
                 model=os.environ.get("RHYTHM_TEACHER_MODEL", ""),

@@ -31,9 +31,12 @@ class TrackingRun:
     def env(self) -> dict[str, str]:
         return self.tracker.subprocess_env(self.run_id) if self.tracker else {"MLFLOW_RUN_ID": ""}
 
-    def finish_training(self, result: dict) -> None:
+    def finish_training(self, result: dict, artifact_url: str | None = None) -> None:
+        """`result` with local paths (its files are logged); `artifact_url`: where the student lives
+        in the artifact store, tagged on the run."""
         if self.tracker and self.run_id:
-            self.tracker.set_tags(self.run_id, {"rhythm.data_version": result.get("version")})
+            self.tracker.set_tags(self.run_id, {"rhythm.data_version": result.get("version"),
+                                                "rhythm.artifact_url": artifact_url or result.get("model_dir")})
             self.tracker.finish_training(self.run_id, result)
 
     def metadata(self) -> dict:

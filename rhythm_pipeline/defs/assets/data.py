@@ -14,9 +14,9 @@ from rhythm_core.distill import DEFAULT_TEACHER_SEEDS
 from rhythm_core.env.spec import ENV_VERSION
 from rhythm_core.protocol import DEFAULT_PROMPT_FORMAT, DEFAULT_READOUT_FORM, DEFAULT_REASONING
 from rhythm_core.teacher.stage import teacher_stage
-from rhythm_pipeline.defs.resources import HubResource, TeacherResource
+from rhythm_pipeline.defs.resources import ArtifactStoreResource, HubResource, TeacherResource
 from rhythm_pipeline.lineage import lineage_metadata, versioned_output
-from rhythm_pipeline.settings import ACTIVE_GRADER, GRADING_AUTOMATION, GRADING_TAGS, artifact_root, code_version
+from rhythm_pipeline.settings import ACTIVE_GRADER, GRADING_AUTOMATION, GRADING_TAGS, code_version
 
 
 class TeacherTrajectoriesConfig(dg.Config):
@@ -40,12 +40,14 @@ class TeacherTrajectoriesConfig(dg.Config):
     ),
 )
 def teacher_trajectories(context: dg.AssetExecutionContext, config: TeacherTrajectoriesConfig,
-                         teacher: TeacherResource) -> dg.Output[dict]:
+                         teacher: TeacherResource, artifacts: ArtifactStoreResource) -> dg.Output[dict]:
+    store = artifacts.store(context.instance)
     try:
-        result = teacher_stage(teacher.settings(), config.condition, config.seeds, artifact_root(context),
+        result = teacher_stage(teacher.settings(), config.condition, config.seeds, store.cache,
                                grader=ACTIVE_GRADER, log=context.log.info)
     except StageIncomplete as exc:
         raise dg.Failure(description=str(exc), metadata=exc.details) from exc
+    result = store.publish_value(result)
     run = result["run"]
     return versioned_output(result, {
             "artifact_path": dg.MetadataValue.path(result["path"]),
@@ -87,9 +89,12 @@ def teacher_trajectories(context: dg.AssetExecutionContext, config: TeacherTraje
         "per-condition tables (mean, 95% CI, belief MAE, wins vs the heuristic) as parquet and JSON."
     ),
 )
-def reeval_report(context: dg.AssetExecutionContext, teacher_trajectories: dict) -> dg.Output[dict]:
-    result = reeval_stage(teacher_trajectories["path"], ACTIVE_GRADER, artifact_root(context),
-                          files_digest_recorded=teacher_trajectories.get("files_digest"))
+def reeval_report(context: dg.AssetExecutionContext, teacher_trajectories: dict,
+                  artifacts: ArtifactStoreResource) -> dg.Output[dict]:
+    store = artifacts.store(context.instance)
+    local = store.fetch_value(teacher_trajectories)
+    result = store.publish_value(reeval_stage(local["path"], ACTIVE_GRADER, store.cache,
+                                              files_digest_recorded=teacher_trajectories.get("files_digest")))
     teacher_mean, heuristic_mean = next(iter(result["teacher_vs_heuristic"].values()))
     return versioned_output(result, {
             "report": dg.MetadataValue.md(result["markdown"]),
@@ -153,11 +158,14 @@ def _readout_metadata(fit: dict | None) -> dict:
     ),
 )
 def sft_dataset(context: dg.AssetExecutionContext, config: SftDatasetConfig, teacher_trajectories: dict,
-                hub: HubResource) -> dg.Output[dict]:
-    result = dataset_stage(teacher_trajectories, artifact_root(context), filter=config.filter,
+                hub: HubResource, artifacts: ArtifactStoreResource) -> dg.Output[dict]:
+    store = artifacts.store(context.instance)
+    result = dataset_stage(store.fetch_value(teacher_trajectories), store.cache, filter=config.filter,
                            filter_grader=config.filter_grader, validation_fraction=config.validation_fraction,
                            split_seed=config.split_seed, prompt_format=config.prompt_format,
                            reasoning=config.reasoning, readout_form=config.readout_form)
+    local_path = result["path"]
+    result = store.publish_value(result)
     metadata = {
         "artifact_path": dg.MetadataValue.path(result["path"]),
         "examples_train": result["examples"]["train"],
@@ -177,6 +185,6 @@ def sft_dataset(context: dg.AssetExecutionContext, config: SftDatasetConfig, tea
     if config.push_to_hub:
         from rhythm_core.data.hub import push_to_hub  # `datasets` loads only when a push is asked for
 
-        result["hub"], hub_metadata = hub.push(push_to_hub, result["path"], config.hub_repo_name)
+        result["hub"], hub_metadata = hub.push(push_to_hub, local_path, config.hub_repo_name)
         metadata.update(hub_metadata)
     return versioned_output(result, metadata)

@@ -7,9 +7,15 @@ from pathlib import Path
 
 import dagster as dg
 
-from rhythm_core.artifacts import StageIncomplete, verify_artifact
+from rhythm_core.artifacts import StageIncomplete
 from rhythm_core.env.conditions import CONDITIONS
-from rhythm_core.evaluation.results import append_history, eval_results_stage, history_markdown, plotted_figures
+from rhythm_core.evaluation.results import (
+    eval_results_stage,
+    history_markdown,
+    plotted_figures,
+    read_history,
+    write_history,
+)
 from rhythm_core.evaluation.rollouts import (
     DEFAULT_EVAL_SEEDS,
     EVAL_BASELINES,
@@ -22,10 +28,10 @@ from rhythm_core.evaluation.teacher_play import TEACHER_PLAYER, teacher_identity
 from rhythm_core.evaluation.teacher_play import play_teacher as play_teacher_on_eval_seeds
 from rhythm_core.training.generation import SamplingConfig
 from rhythm_pipeline.defs.executor import PARALLEL_TORCH_TAGS, step_thread_budget
-from rhythm_pipeline.defs.resources import ComputeResource, TeacherResource
+from rhythm_pipeline.defs.resources import ArtifactStoreResource, ComputeResource, TeacherResource
 from rhythm_pipeline.defs.tracking import TrackingResource
 from rhythm_pipeline.lineage import lineage_metadata, png_metadata, versioned_output
-from rhythm_pipeline.settings import ACTIVE_GRADER, GRADING_AUTOMATION, GRADING_TAGS, artifact_root, code_version
+from rhythm_pipeline.settings import ACTIVE_GRADER, GRADING_AUTOMATION, GRADING_TAGS, code_version
 
 
 class EvalRolloutsConfig(dg.Config):
@@ -45,32 +51,40 @@ class EvalRolloutsConfig(dg.Config):
 
 @dg.op(out=dg.Out(dict), description="Check the seeds and prepare a staging folder for the rollouts.")
 def plan_eval_rollouts(context: dg.OpExecutionContext, config: EvalRolloutsConfig, grpo_checkpoint: dict,
-                       sft_checkpoint: dict) -> dict:
+                       sft_checkpoint: dict, artifacts: ArtifactStoreResource) -> dict:
     seeds = {"continuous": config.continuous_seeds, "ood": config.ood_seeds, "discrete3": config.discrete3_seeds}
     for condition, spec in seeds.items():
         eval_seed_list(condition, spec)
     sampling = SamplingConfig(max_new_tokens=config.max_new_tokens, temperature=config.temperature,
                               top_p=config.top_p, seed=config.sampling_seed)
+    store = artifacts.store(context.instance)
     for checkpoint in (grpo_checkpoint, sft_checkpoint):  # the students as their materializations recorded them
-        verify_artifact(checkpoint["path"], checkpoint.get("files_digest"))
-    root = artifact_root(context)
-    return {
-        "root": str(root), "staged": str(run_staging_dir(context, root / "eval_rollouts")), "seeds": seeds,
+        store.fetch_value(checkpoint)
+    root = store.cache
+    # In the store's terms (URLs where it is an object store): each later step maps it to its own cache.
+    return store.to_store({
+        "root": str(root), "staged": str(run_staging_dir(context, root / "eval_rollouts", store)), "seeds": seeds,
         "sampling": sampling.__dict__, "baselines": list(config.baselines), "config": config.model_dump(),
         "include_teacher": config.include_teacher,
         "checkpoints": {"student_grpo": grpo_checkpoint["model_dir"], "student_sft": sft_checkpoint["model_dir"]},
         "upstream": {"grpo_checkpoint": grpo_checkpoint, "sft_checkpoint": sft_checkpoint},
-    }
+    })
 
 
-def run_staging_dir(context: dg.OpExecutionContext, parent: Path) -> Path:
+def run_staging_dir(context: dg.OpExecutionContext, parent: Path, store=None) -> Path:
     """The staging folder this run's evaluation steps write into (`.staging-run-<run id>`: the steps
-    may run in processes of their own), after removing those of runs that are no longer running."""
+    may run in processes of their own), after removing those of runs that are no longer running, here
+    and (an object store) their shared copies on the store."""
     parent.mkdir(parents=True, exist_ok=True)
-    for leftover in parent.glob(".staging-run-*"):
-        run = context.instance.get_run_by_id(leftover.name.removeprefix(".staging-run-"))
+    leftovers = {p.name: p for p in parent.glob(".staging-run-*")}
+    shared = store.staged_folders(parent) if store is not None and store.remote else []
+    for name in sorted(set(leftovers) | set(shared)):
+        run = context.instance.get_run_by_id(name.removeprefix(".staging-run-"))
         if run is None or run.is_finished:
-            shutil.rmtree(leftover, ignore_errors=True)
+            if name in leftovers:
+                shutil.rmtree(leftovers[name], ignore_errors=True)
+            if name in shared:
+                store.remove(parent / name)
     staged = parent / f".staging-run-{context.run.run_id}"
     staged.mkdir(exist_ok=True)
     return staged
@@ -81,19 +95,26 @@ def _play_op(condition: str):
            description=f"Every player on the {condition} evaluation seeds: the students where the compute resource "
                        "runs models (a local subprocess or a Hugging Face job), then the reference agents here "
                        "(no model). Its own process under the multiprocess executor, sized to its share of the cores.")
-    def play(context: dg.OpExecutionContext, plan: dict, compute: ComputeResource) -> dg.Output[dict]:
+    def play(context: dg.OpExecutionContext, plan: dict, compute: ComputeResource,
+             artifacts: ArtifactStoreResource) -> dg.Output[dict]:
+        store = artifacts.store(context.instance)
         threads = step_thread_budget(context, parallel_steps=len(CONDITIONS))
         context.log.info(f"play_{condition}: {threads} torch thread(s), students on compute {compute.backend}")
         started = time.perf_counter()
         config = {"condition": condition, "seeds": plan["seeds"][condition], "sampling": plan["sampling"]}
+        plan = _localized_plan(store, plan)
+        if store.remote:  # the records name each student by its place in the store, not this step's cache
+            config["recorded_as"] = plan["checkpoints_in_store"]
         students = compute.play(context, config=config, checkpoints=plan["checkpoints"], out_dir=plan["staged"],
                                 threads=threads)
         context.log.info(f"play_{condition}: students played in {time.perf_counter() - started:.1f} s")
         baselines = play_condition({}, condition, plan["seeds"][condition], plan["staged"],
                                    sampling=SamplingConfig(**plan["sampling"]), baselines=plan["baselines"],
                                    log=context.log.info)
+        files = {**students["files"], **baselines}
+        store.put_files(plan["staged"], files)  # for the publishing step, which may run elsewhere
         # An Output, not a plain value: a Pipes session in the step makes Dagster expect typed events.
-        return dg.Output({"files": {**students["files"], **baselines}, "hf_job": students["hf_job"]})
+        return dg.Output({"files": files, "hf_job": students["hf_job"]})
 
     return play
 
@@ -101,38 +122,59 @@ def _play_op(condition: str):
 PLAY_OPS = {condition: _play_op(condition) for condition in CONDITIONS}
 
 
+def _localized_plan(store, plan: dict, *, students: bool = True) -> dict:
+    """The plan for a step of its own: its paths in this step's cache, the students fetched there
+    (`students`), the staging folder made here; `checkpoints_in_store` keeps the students' URLs."""
+    if not store.remote:
+        return {**plan, "checkpoints_in_store": plan["checkpoints"]}
+    if students:
+        for checkpoint in plan["upstream"].values():
+            store.fetch_value(checkpoint)
+    local = store.to_local(plan)
+    Path(local["staged"]).mkdir(parents=True, exist_ok=True)
+    return {**local, "checkpoints_in_store": plan["checkpoints"]}
+
+
 @dg.op(out=dg.Out(dict), description=(
     "With include_teacher: the teacher resource on the evaluation seeds of every condition (resumable, "
     "exactly once, one cost guard for all conditions); otherwise nothing."))
-def play_teacher(context: dg.OpExecutionContext, plan: dict, teacher: TeacherResource) -> dict:
+def play_teacher(context: dg.OpExecutionContext, plan: dict, teacher: TeacherResource,
+                 artifacts: ArtifactStoreResource) -> dict:
     if not plan.get("include_teacher"):
         return {}
+    store = artifacts.store(context.instance)
+    plan = _localized_plan(store, plan, students=False)
     settings = teacher.settings()
     try:
         files = play_teacher_on_eval_seeds(settings, plan["seeds"], plan["staged"], plan["root"], log=context.log.info)
     except StageIncomplete as exc:
         raise dg.Failure(description=str(exc), metadata=exc.details) from exc
+    store.put_files(plan["staged"], files)
     return {"files": files, "identity": teacher_identity(settings)}
 
 
 @dg.op(out=dg.Out(dict), description="Write the manifest and publish the rollouts under their content hash.")
 def publish_eval_rollouts(context: dg.OpExecutionContext, plan: dict, continuous: dict, ood: dict,
-                          discrete3: dict, teacher_play: dict) -> dg.Output[dict]:
+                          discrete3: dict, teacher_play: dict, artifacts: ArtifactStoreResource) -> dg.Output[dict]:
+    store = artifacts.store(context.instance)
     upstream = plan["upstream"]
     sft, grpo = upstream["sft_checkpoint"], upstream["grpo_checkpoint"]
+    plan = _localized_plan(store, plan, students=False)
+    files = {**continuous["files"], **ood["files"], **discrete3["files"], **teacher_play.get("files", {})}
+    store.get_files(plan["staged"], files)  # what the play steps shared, each file checked
     provenance = {"grpo_checkpoint_version": grpo["version"], "sft_checkpoint_version": sft["version"],
                   "base_model": sft.get("base_model"), "sft_checkpoint": sft["model_dir"],
                   "grpo_checkpoint": grpo["model_dir"], "seeds": plan["seeds"],
                   # the better student on the held-out training weeks GRPO was validated on (the gate)
                   "headline_student": (grpo.get("validation") or {}).get("better", "student_grpo"),
                   # recovery is measured against it (and against the Bayesian teacher)
-                  "distilled_from": teacher_player(sft["model_dir"])}
-    result = publish_rollouts(plan["staged"], plan["root"], checkpoints=plan["checkpoints"], seeds=plan["seeds"],
+                  "distilled_from": teacher_player(store.fetch_value(sft)["model_dir"])}
+    result = publish_rollouts(plan["staged"], store.cache, checkpoints=plan["checkpoints_in_store"], seeds=plan["seeds"],
                               sampling=SamplingConfig(**plan["sampling"]), baselines=plan["baselines"],
-                              files={**continuous["files"], **ood["files"], **discrete3["files"],
-                                     **teacher_play.get("files", {})},
-                              provenance=provenance,
+                              files=files, provenance=provenance,
                               extra_players={TEACHER_PLAYER: teacher_play["identity"]} if teacher_play else None)
+    store.remove(plan["staged"])
+    result = store.publish_value(result)
     result["hf_jobs"] = [p["hf_job"] for p in (continuous, ood, discrete3) if p.get("hf_job")]
     files = result["manifest"]["files"]
     teacher_files = [f for f in files.values() if f["player"] == TEACHER_PLAYER]
@@ -193,7 +235,7 @@ def eval_rollouts(grpo_checkpoint: dict, sft_checkpoint: dict):
 
 @dg.asset(
     group_name="evaluation",
-    code_version=code_version("eval-results", eval_results_stage, append_history, grader=ACTIVE_GRADER),
+    code_version=code_version("eval-results", eval_results_stage, write_history, grader=ACTIVE_GRADER),
     tags=GRADING_TAGS,
     automation_condition=GRADING_AUTOMATION,
     kinds={"python"},
@@ -205,26 +247,33 @@ def eval_rollouts(grpo_checkpoint: dict, sft_checkpoint: dict):
         "evaluation (scheduled re-evaluations on fresh seed windows show drift and variance over time)."
     ),
 )
-def eval_results(context: dg.AssetExecutionContext, eval_rollouts: dict, tracking: TrackingResource) -> dg.Output[dict]:
-    root = artifact_root(context)
-    result = eval_results_stage(eval_rollouts["dir"], ACTIVE_GRADER, root,
-                                provenance={"eval_rollouts_version": eval_rollouts["version"]},
-                                files_digest_recorded=eval_rollouts.get("files_digest"))
-    history_path = root / "eval_results" / "history.parquet"
-    history = append_history(history_path, result["results"], run_id=context.run.run_id, timestamp=time.time(),
-                             rollouts_version=eval_rollouts["version"])
+def eval_results(context: dg.AssetExecutionContext, eval_rollouts: dict, tracking: TrackingResource,
+                 artifacts: ArtifactStoreResource) -> dg.Output[dict]:
+    store = artifacts.store(context.instance)
+    root = store.cache
+    local = eval_results_stage(store.fetch_value(eval_rollouts)["dir"], ACTIVE_GRADER, root,
+                               provenance={"eval_rollouts_version": eval_rollouts["version"]},
+                               files_digest_recorded=eval_rollouts.get("files_digest"))
+    # The history: one published file per evaluation, so evaluations at once never lose each other's rows.
+    history_dir = root / "eval_results" / "history"
+    store.publish(write_history(history_dir, local["results"], run_id=context.run.run_id, timestamp=time.time(),
+                                rollouts_version=eval_rollouts["version"]))
+    history = read_history([store.fetch(url) for url in store.list_versions("eval_results/history")],
+                           legacy=root / "eval_results" / "history.parquet")
+    history_path = store.url_of(history_dir) if store.remote else str(history_dir)
+    result = store.publish_value(local)
     scores = {f"{c}/{a}": m["final_score"] for c, block in result["results"]["conditions"].items()
               for a, m in block["agents"].items()}
     # One number per key, so the asset's Plots view charts each across materializations (drift between
     # weekly re-evaluations without opening a file): the students' figures, labelled so that each
     # student's score and recovery per condition come first; every agent's score is in `scores`.
     plotted = plotted_figures(result["results"])
-    tracked = tracking.log_evaluation(context, result, eval_rollouts)  # an MLflow run linked to the students' runs
+    tracked = tracking.log_evaluation(context, local, eval_rollouts)  # an MLflow run linked to the students' runs
     slim = {**{k: v for k, v in result.items() if k != "results"}, "mlflow_run_id": tracked.run_id}
     return versioned_output(slim, {
         "results": dg.MetadataValue.md(result["markdown"]),
-        "final_scores": png_metadata(result["final_scores_png"], "final scores"),
-        "belief_accuracy": png_metadata(result["belief_accuracy_png"], "belief accuracy"),
+        "final_scores": png_metadata(local["final_scores_png"], "final scores"),
+        "belief_accuracy": png_metadata(local["belief_accuracy_png"], "belief accuracy"),
         "artifact_path": dg.MetadataValue.path(result["json"]),
         "grader": ACTIVE_GRADER,
         "scores": dg.MetadataValue.json(scores),

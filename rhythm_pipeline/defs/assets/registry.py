@@ -8,6 +8,7 @@ import dagster as dg
 
 from rhythm_core.evaluation.results import load_results
 from rhythm_core.tracking.registry import headline_student, register_student, student_summaries
+from rhythm_pipeline.defs.resources import ArtifactStoreResource
 from rhythm_pipeline.defs.tracking import TrackingResource
 from rhythm_pipeline.lineage import lineage_metadata, versioned_output
 from rhythm_pipeline.settings import GRADING_AUTOMATION, GRADING_TAGS, code_version
@@ -79,8 +80,8 @@ def blocking_checks(context: dg.AssetExecutionContext) -> dict[str, dict]:
     ),
 )
 def registered_student(context: dg.AssetExecutionContext, eval_results: dict,
-                       tracking: TrackingResource) -> dg.Output[dict]:
-    results = load_results(eval_results["json"])
+                       tracking: TrackingResource, artifacts: ArtifactStoreResource) -> dg.Output[dict]:
+    results = load_results(artifacts.store(context.instance).fetch_value(eval_results)["json"])
     provenance = results.get("provenance", {})
     candidate = headline_student(student_summaries(results), gate=provenance.get("headline_student"))
     checks = blocking_checks(context)

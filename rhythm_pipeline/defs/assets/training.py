@@ -7,15 +7,14 @@ import typing
 import dagster as dg
 import pydantic
 
-from rhythm_core.artifacts import verify_artifact
 from rhythm_core.compute.costs import cost_figures
 from rhythm_core.training.grpo import GRPORunConfig
 from rhythm_core.training.publish import push_checkpoint, train_and_publish
 from rhythm_core.training.sft import SFTRunConfig
-from rhythm_pipeline.defs.resources import ComputeResource, HubResource
+from rhythm_pipeline.defs.resources import ArtifactStoreResource, ComputeResource, HubResource
 from rhythm_pipeline.defs.tracking import TrackingResource
 from rhythm_pipeline.lineage import lineage_metadata, png_metadata, versioned_output
-from rhythm_pipeline.settings import artifact_root, code_version
+from rhythm_pipeline.settings import code_version
 
 
 def launchpad_config(name: str, run_config: type, *, rename: dict[str, str] | None = None, **extra) -> type[dg.Config]:
@@ -49,18 +48,22 @@ GrpoCheckpointConfig = launchpad_config("GrpoCheckpointConfig", GRPORunConfig, r
                                         hub_repo_name=(str, "rhythm-grpo-student"))
 
 
-def _train(context, compute: ComputeResource, stage: str, config: dict, dataset_dir: str, provenance: dict,
-           init_dir: str | None = None, *, tracking: TrackingResource, upstream: dict) -> tuple[dict, dict]:
-    """Train and publish; the result (with its MLflow run id) and the tracking metadata. The inputs
-    are checked against what their materializations recorded first."""
+def _train(context, compute: ComputeResource, store, stage: str, config: dict, dataset: dict, provenance: dict,
+           init: dict | None = None, *, tracking: TrackingResource, upstream: dict) -> tuple[dict, dict, dict]:
+    """Train and publish; the result (its paths in the store), the same with cache paths, and the
+    tracking metadata. The inputs are fetched from the store and checked against what their
+    materializations recorded first."""
+    dataset_dir = store.fetch_value(dataset)["path"]
+    init_dir = store.fetch_value(init)["model_dir"] if init else None
     for value in upstream.values():
-        verify_artifact(value["path"], value.get("files_digest"))
+        store.fetch_value(value)
     with tracking.training_run(context, config, upstream) as tracked:  # one MLflow run, the subprocess logs into it
-        result = train_and_publish(artifact_root(context), stage, lambda staged: compute.train(
+        local = train_and_publish(store.cache, stage, lambda staged: compute.train(
             context, stage=stage.split("_")[0], config=config, dataset_dir=dataset_dir, out_dir=str(staged),
             init_dir=init_dir, provenance=provenance, env=tracked.env))
-        tracked.finish_training(result)
-    return {**result, "mlflow_run_id": tracked.run_id}, tracked.metadata()
+        result = store.publish_value(local)
+        tracked.finish_training(local, artifact_url=result["model_dir"])
+    return {**result, "mlflow_run_id": tracked.run_id}, local, tracked.metadata()
 
 
 def job_cost_metadata(job: dict) -> dict:
@@ -98,15 +101,17 @@ def _speedup_metadata(result: dict) -> dict:
     ),
 )
 def sft_checkpoint(context: dg.AssetExecutionContext, config: SftCheckpointConfig, sft_dataset: dict,
-                   compute: ComputeResource, hub: HubResource, tracking: TrackingResource) -> dg.Output[dict]:
+                   compute: ComputeResource, hub: HubResource, tracking: TrackingResource,
+                   artifacts: ArtifactStoreResource) -> dg.Output[dict]:
+    store = artifacts.store(context.instance)
     run_config = run_config_of(config, SFTRunConfig)
     provenance = {"sft_dataset": sft_dataset["path"], "sft_dataset_version": sft_dataset["version"],
                   "teacher": sft_dataset["provenance"]["teacher"]["id"]}
-    result, tracked = _train(context, compute, "sft_checkpoint", run_config, sft_dataset["path"], provenance,
-                             tracking=tracking, upstream={"sft_dataset": sft_dataset})
+    result, local, tracked = _train(context, compute, store, "sft_checkpoint", run_config, sft_dataset, provenance,
+                                    tracking=tracking, upstream={"sft_dataset": sft_dataset})
     metadata = {
         "artifact_path": dg.MetadataValue.path(result["model_dir"]),
-        "training_loss": png_metadata(result["loss_plot"], "training loss"),
+        "training_loss": png_metadata(local["loss_plot"], "training loss"),
         "training_loss_png": dg.MetadataValue.path(result["loss_plot"]),
         "base_model": result["base_model"], "device": result["device"], "steps": result["steps"],
         "prompt_format": result["prompt_format"], "reasoning": result["reasoning"],
@@ -123,7 +128,7 @@ def sft_checkpoint(context: dg.AssetExecutionContext, config: SftCheckpointConfi
         **lineage_metadata(context, {"sft_dataset": sft_dataset}, config),
     }
     if config.push_to_hub:
-        result["hub"], hub_metadata = hub.push(push_checkpoint, result["model_dir"], config.hub_repo_name)
+        result["hub"], hub_metadata = hub.push(push_checkpoint, local["model_dir"], config.hub_repo_name)
         metadata.update(hub_metadata)
     return versioned_output(result, metadata)
 
@@ -155,17 +160,18 @@ def _validation_metadata(validation: dict | None) -> dict:
 )
 def grpo_checkpoint(context: dg.AssetExecutionContext, config: GrpoCheckpointConfig, sft_checkpoint: dict,
                     sft_dataset: dict, compute: ComputeResource, hub: HubResource,
-                    tracking: TrackingResource) -> dg.Output[dict]:
+                    tracking: TrackingResource, artifacts: ArtifactStoreResource) -> dg.Output[dict]:
+    store = artifacts.store(context.instance)
     run_config = run_config_of(config, GRPORunConfig, rename=_GRPO_RENAME)
     provenance = {"sft_checkpoint": sft_checkpoint["path"], "sft_checkpoint_version": sft_checkpoint["version"],
                   "sft_dataset_version": sft_dataset["version"], "reward_grader": config.reward_grader}
-    result, tracked = _train(context, compute, "grpo_checkpoint", run_config, sft_dataset["path"], provenance,
-                             init_dir=sft_checkpoint["model_dir"], tracking=tracking,
-                             upstream={"sft_checkpoint": sft_checkpoint, "sft_dataset": sft_dataset})
+    result, local, tracked = _train(context, compute, store, "grpo_checkpoint", run_config, sft_dataset, provenance,
+                                    init=sft_checkpoint, tracking=tracking,
+                                    upstream={"sft_checkpoint": sft_checkpoint, "sft_dataset": sft_dataset})
     metadata = {
         "artifact_path": dg.MetadataValue.path(result["model_dir"]),
-        "reward_curves": png_metadata(result["reward_plot"], "GRPO reward curves"),
-        "kl_curve": png_metadata(result["kl_plot"], "KL"),
+        "reward_curves": png_metadata(local["reward_plot"], "GRPO reward curves"),
+        "kl_curve": png_metadata(local["kl_plot"], "KL"),
         "steps": result["steps"], "prompts": result["prompts"], "student_prompts": result["student_prompts"],
         "first_reward": result["first_reward"], "final_reward": result["final_reward"],
         "action_only_prompts": result["action_only_prompts"],
@@ -181,7 +187,7 @@ def grpo_checkpoint(context: dg.AssetExecutionContext, config: GrpoCheckpointCon
         **lineage_metadata(context, {"sft_checkpoint": sft_checkpoint, "sft_dataset": sft_dataset}, config),
     }
     if config.push_to_hub:
-        result["hub"], hub_metadata = hub.push(push_checkpoint, result["model_dir"], config.hub_repo_name)
+        result["hub"], hub_metadata = hub.push(push_checkpoint, local["model_dir"], config.hub_repo_name)
         metadata.update(hub_metadata)
     return versioned_output(result, metadata)
 

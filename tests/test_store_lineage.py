@@ -1,0 +1,97 @@
+"""The whole lineage with its artifacts on a real S3 server (SeaweedFS on 127.0.0.1), the way pods
+without a shared volume run it: `python -m rhythm_pipeline.demo` on the multiprocess executor, every
+step in a process of its own whose local cache starts empty (RHYTHM_ARTIFACT_CACHE with `{pid}`).
+It must give the table and checkpoint versions a local root gives, pass every asset check, write
+nothing under the local root but caches, and re-grade from the store alone."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.s3_server import seaweedfs
+from tests.test_pipeline_training import SMALL
+
+pytestmark = pytest.mark.slow
+REPO = Path(__file__).resolve().parents[1]
+MULTIPROCESS = {"execution": {"config": {"in_process": False}}}
+
+
+def _home(path: Path) -> Path:
+    path.mkdir(parents=True)
+    shutil.copy(REPO / "dagster_home" / "dagster.yaml", path / "dagster.yaml")
+    return path
+
+
+def _run(module_args: list[str], env: dict, timeout: int = 1800) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", *module_args], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def _summary(home: Path) -> dict:
+    import dagster as dg
+
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        runs = instance.get_runs()
+        latest = {}
+        for key in ("sft_checkpoint", "grpo_checkpoint", "eval_results"):
+            event = instance.get_latest_materialization_event(dg.AssetKey(key))
+            latest[key] = event.asset_materialization
+        checks = {}
+        for record in instance.all_logs(runs[-1].run_id):
+            event = record.dagster_event
+            if event is not None and event.event_type == dg.DagsterEventType.ASSET_CHECK_EVALUATION:
+                data = event.event_specific_data
+                checks[f"{data.asset_key.to_user_string()}.{data.check_name}"] = data.passed
+    scores = latest["eval_results"].metadata["scores"].value
+    return {"sft": latest["sft_checkpoint"].tags["dagster/data_version"],
+            "grpo": latest["grpo_checkpoint"].tags["dagster/data_version"], "scores": scores, "checks": checks,
+            "artifact_path": latest["eval_results"].metadata["artifact_path"].value,
+            "status": [r.status.value for r in runs]}
+
+
+def test_the_lineage_on_s3_with_empty_caches_matches_a_local_root_and_regrades_from_the_store(tmp_path):
+    config = tmp_path / "run_config.json"
+    config.write_text(json.dumps({**SMALL, **MULTIPROCESS}))
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("RHYTHM_", "AWS_"))}
+    base["RHYTHM_DEMO_RUN_CONFIG"] = str(config)
+
+    local_home = _home(tmp_path / "local")
+    done = _run(["rhythm_pipeline.demo"], {**base, "DAGSTER_HOME": str(local_home)})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    local = _summary(local_home)
+
+    with seaweedfs(tmp_path / "seaweedfs") as s3:
+        bucket = s3.make_bucket(f"rhythm-{uuid.uuid4().hex[:8]}")
+        store_home = _home(tmp_path / "s3home")
+        caches = tmp_path / "caches"
+        env = {**base, **s3.env, "DAGSTER_HOME": str(store_home), "RHYTHM_ARTIFACTS": f"s3://{bucket}/rhythm",
+               "RHYTHM_ARTIFACT_CACHE": str(caches / "{pid}")}
+        done = _run(["rhythm_pipeline.demo"], env)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        remote = _summary(store_home)
+
+        assert remote["status"] == ["SUCCESS"] and all(remote["checks"].values()), remote["checks"]
+        assert len(remote["checks"]) == len(local["checks"])
+        assert (remote["sft"], remote["grpo"]) == (local["sft"], local["grpo"])
+        assert remote["scores"] == local["scores"]
+        assert remote["artifact_path"].startswith(f"s3://{bucket}/rhythm/eval_results/")
+        assert not (store_home / "storage" / "rhythm").exists()  # nothing under the local root but caches
+        assert len([p for p in caches.iterdir() if p.is_dir()]) >= 8  # a process, a cache, for every step
+        listed = s3.filesystem().find(f"{bucket}/rhythm")
+        for stage in ("teacher_trajectories", "sft_dataset", "sft_checkpoint", "grpo_checkpoint", "eval_rollouts",
+                      "eval_results"):
+            assert any(p.startswith(f"{bucket}/rhythm/{stage}/") and p.endswith(".rhythm-files.json")
+                       for p in listed), stage
+        assert not [p for p in listed if "/.staging-run-" in p]  # the play steps' shared files are gone
+
+        shutil.rmtree(caches)  # another machine: nothing local at all
+        regrade = _run(["rhythm_pipeline.ops", "run", "regrade"], {**env, "RHYTHM_GRADER": "v2"})
+        assert regrade.returncode == 0, regrade.stdout[-3000:] + regrade.stderr[-3000:]
+        assert json.loads(regrade.stdout.strip().splitlines()[-1])["success"]
+        assert not (store_home / "storage" / "rhythm").exists()
