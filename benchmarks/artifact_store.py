@@ -43,8 +43,11 @@ def demo(home: Path, env: dict, trace: Path | None = None) -> dict:
         raise SystemExit(f"the demo failed ({home}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
     events = [json.loads(line) for line in trace.read_text().splitlines()] if trace and trace.exists() else []
     fetches = [e for e in events if e["event"] == "fetch"]
+    students = {line.split(":", 1)[0]: line.removesuffix("/model").rsplit("/", 1)[-1] for line in done.stdout.splitlines()
+                if line.startswith(("SFT student:", "GRPO student:"))}  # the checkpoint versions it printed
     return {"wall_s": round(wall, 1), "fetches": len(fetches), "cache_hits": sum(e["hit"] for e in fetches),
-            "uploads": sum(e["event"] == "upload" for e in events)}
+            "uploads": sum(e["event"] == "upload" for e in events), "checkpoints": students,
+            "table": [line for line in done.stdout.splitlines() if line.startswith("| ")]}
 
 
 def main() -> None:
@@ -68,13 +71,17 @@ def main() -> None:
                 env = {**base, **s3.env, "RHYTHM_ARTIFACTS": f"s3://{bucket}/rhythm",
                        "RHYTHM_ARTIFACT_CACHE": str(root / f"cache-{round_}")}
                 remote = demo(root / f"s3-{round_}", env, root / f"trace-{round_}.jsonl")
+                same = local["table"] == remote["table"] and local["checkpoints"] == remote["checkpoints"]
                 rows.append({"round": round_, "local_s": local["wall_s"], "s3_s": remote["wall_s"],
-                             "ratio": round(remote["wall_s"] / local["wall_s"], 3), "s3_first_run": remote})
+                             "ratio": round(remote["wall_s"] / local["wall_s"], 3), "same_table_and_checkpoints": same,
+                             "checkpoints": local["checkpoints"],
+                             "s3_first_run": {k: v for k, v in remote.items() if k != "table"}})
                 print(json.dumps(rows[-1]), flush=True)
             again = demo(root / f"s3-{args.rounds - 1}", env, root / "trace-again.jsonl")
     finally:
         shutil.rmtree(root, ignore_errors=True)
     ratios = [r["ratio"] for r in rows]
+    again = {k: v for k, v in again.items() if k != "table"}
     figures = {"rounds": rows, "median_ratio": statistics.median(ratios), "target_ratio": 1.15,
                "second_run_on_the_same_cache": {**again, "hit_rate": round(again["cache_hits"] / max(again["fetches"], 1), 3)},
                "config": "the demo's defaults" if not args.config else json.loads(args.config.read_text())}

@@ -242,7 +242,7 @@ def _run_demo() -> int:
             if "results" in meta:
                 say(meta["results"].value)
                 say(f"eval_results.json, final_scores.png, belief_accuracy.png in "
-                    f"{Path(meta['artifact_path'].value).parent}")
+                    f"{str(meta['artifact_path'].value).rsplit('/', 1)[0]}")
     evaluations = [{"asset": e.asset_key.to_user_string(), "check": e.check_name, "passed": e.passed,
                     "severity": e.severity.value, "description": e.description}
                    for e in (event.event_specific_data for event in events

@@ -91,6 +91,8 @@ def registered_student(context: dg.AssetExecutionContext, eval_results: dict,
     stage_asset = f"{candidate['stage']}_checkpoint"
     trained = tracking.training_run_of(tracker, stage_asset, candidate["checkpoint_version"])
     source_run = (trained.info.run_id if trained else None) or eval_results.get("mlflow_run_id")
+    if source_run and not tracker.search_runs(f"attributes.run_id = '{source_run}'", max_results=1):
+        source_run = None  # logged in another store (a step on another machine, its tracking store local)
     if not source_run:  # no training or evaluation run to hold the model: one of its own
         source_run = tracker.start_run(f"registered_student-{context.run.run_id[:8]}",
                                        tags=tracking.dagster_tags(context, {"eval_results": eval_results}))
