@@ -56,7 +56,7 @@ def table(header: list[str], rows: list[list]) -> str:
     return "\n".join(lines)
 
 
-def demo_run(record: dict, kernels: str = "avx2", seed: int = 0) -> dict | None:
+def demo_run(record: dict, kernels: str = "avx2", seed: int = 0) -> dict:
     return next((r for r in record["figures"]["runs"] if r["kernels"] == kernels and r["seed"] == seed), None)
 
 
@@ -94,12 +94,12 @@ def readme_table(demo: dict) -> str:
         README_START,
         table(["", *CONDITIONS], rows),
         "",
-        "The students decode greedily, each number the median of their distribution over numbers, and **each belief "
-        "after a week's first is the previous belief plus the increment the student's answer has just written**: "
-        "the decoder forces that sum (`training/number_decoding.py`), so the belief MAE above is the student's "
-        "increments summed exactly; the last row is the same weights writing every belief themselves. "
+        "Greedy decoding writes each number as the median of the student's distribution, and **each belief after a "
+        "week's first as the previous belief plus the increment the answer has just written** (the decoder forces "
+        "the sum, `training/number_decoding.py`): the MAE above sums the student's own increments exactly; the last "
+        "row is the same weights writing every belief themselves. "
         f"Checkpoints `{run['sft_version']}` (SFT) and `{run['grpo_version']}` (GRPO); {passed} of {len(checks)} "
-        f"asset checks passed; {run['wall_s']:.0f} s on the machine below.",
+        "asset checks passed.",
         "",
         source(demo),
         README_END,
@@ -179,13 +179,14 @@ def section_seeds_kernels(record: dict) -> list[str]:
             cells.append(f"{pct(sft['recovery'])} / {pct(sft['recovery_bayes'])}, {sft['v3'] - bayes['v3']:+.3f}")
         maes = " / ".join(f"{run['players'][c]['student_sft']['belief_mae']:.3f}" for c in CONDITIONS)
         passed = sum(v == "passed" for v in run["checks"].values())
-        rows.append([f"{run['kernels'].upper()}, {run['seed']} (`{run['sft_version']}`, {run['wall_s']:.0f} s)", *cells,
+        rows.append([f"{run['kernels'].upper()}, {run['seed']} (`{run['sft_version']}`)", *cells,
                      maes, f"{run['gate']:+.4f} ± {num(run['gate_se'], '{:.4f}')}",
                      f"{passed} of {len(run['checks'])} pass"])
-    return ["## Across SFT seeds and CPU kernels", "",
-            "The demo's lineage per (kernels, SFT seed), each in a fresh instance: the SFT student's recovery of the "
-            "search / the Bayesian teacher's margin and its score minus the Bayesian teacher's, per condition.", "",
-            table(["kernels, SFT seed (checkpoint, wall)", *CONDITIONS, "SFT belief MAE", "GRPO gate ± SE", "checks"],
+    return ["## Across SFT seeds", "",
+            "The demo's lineage per SFT seed (and CPU kernels), each in a fresh instance, one after the other: the SFT "
+            "student's recovery of the search / the Bayesian teacher's margin and its score minus the Bayesian "
+            "teacher's, per condition, on the default evaluation seeds.", "",
+            table(["kernels, SFT seed (checkpoint)", *CONDITIONS, "SFT belief MAE", "GRPO gate ± SE", "checks"],
                   rows), "", source(record), ""]
 
 
@@ -200,14 +201,17 @@ def section_paired(record: dict, title: str, text: str) -> list[str]:
     if figures.get("by_window"):
         students = [n for n in next(iter(next(iter(figures["by_window"].values())).values())) if n != "reference"]
         rows = []
-        for condition, windows in figures["by_window"].items():
-            for window, cells in windows.items():
-                ref = cells["reference"]
-                rows.append([window, condition, f"{ref['v3']:.3f} ({ref['belief_mae']:.3f})",
-                             *[f"{cells[n]['mean']:+.3f} ± {cells[n]['se']:.3f} ({cells[n]['belief_mae']:.3f})"
-                               for n in students]])
-        out += [f"Against `{figures['reference']}` per window (Δ v3 ± SE, belief MAE in brackets; `all`: pooled):", "",
-                table(["window", "condition", f"{figures['reference']} (belief MAE)", *students], rows), ""]
+        for student in students:
+            cells = []
+            for condition in CONDITIONS:
+                pooled = figures["by_window"][condition]["all"][student]
+                cells.append(f"{pooled['mean']:+.4f} ± {pooled['se']:.4f} ({pooled['belief_mae']:.3f})")
+            rows.append([student, *cells])
+        reference = [f"{figures['by_window'][c]['all']['reference']['v3']:.3f} "
+                     f"({figures['by_window'][c]['all']['reference']['belief_mae']:.3f})" for c in CONDITIONS]
+        out += [f"Each student against `{figures['reference']}`, pooled over windows {figures['windows']} (Δ v3 ± SE "
+                "per week, final belief MAE in brackets; per window in the result file):", "",
+                table(["student", *CONDITIONS], [[f"`{figures['reference']}` itself", *reference], *rows]), ""]
     if figures.get("components"):
         rows = [[c, n, f"{s['v3']['mean']:+.4f} ± {s['v3']['se']:.4f}", f"{s['belief']['mean']:+.4f} ± {s['belief']['se']:.4f}",
                  f"{s['actions']['mean']:+.4f} ± {s['actions']['se']:.4f}"]
@@ -222,7 +226,8 @@ def section_gpu(record: dict) -> list[str]:
     stages = record["figures"]["stages"]
     rows = []
     for name, s in stages.items():
-        figures = ", ".join(f"{k} {v}" for k, v in s.items() if k not in ("status", "seconds", "peak"))
+        figures = "; ".join([s["what"]] * ("what" in s) + [f"{k.replace('_', ' ')}: {v}" for k, v in s.items()
+                                                           if k not in ("status", "seconds", "peak", "what")])
         rows.append([name, s.get("status", "–"), num(s.get("seconds"), "{}"), s.get("peak", "–"), figures])
     out = ["## On a GPU", "", f"`rhythm gpu-check` on {record['machine'].get('gpu', 'a GPU')}: each stage's seconds, "
            "figures and peak memory.", "", table(["stage", "status", "seconds", "peak", "figures"], rows), ""]
@@ -263,12 +268,11 @@ def section_flat(record: dict, title: str) -> list[str]:
 
 
 PAIRED = {
-    "paired_demo_students": ("The demo's students against the Bayesian teacher, over evaluation windows",
-                             "The demo's SFT students of seeds 0, 1 and 2 (`--b`) on the default evaluation seeds "
-                             "(window 0) and windows 4-9, seeds used for nothing else, paired week by week."),
-    "paired_belief_sum": ("The decoder's sum of the belief, on and off",
-                          "The same SFT students writing each belief themselves (`--a`) and as the sum of their "
-                          "increments (`--b`, the product), over the same windows."),
+    "paired_belief_sum": ("The demo's students over evaluation windows, with the decoder's sum and without",
+                          "The demo's SFT students of seeds 0, 1 and 2 (the runs above) on the default evaluation "
+                          "seeds (window 0) and windows 4-9, seeds used for nothing else, each playing twice: "
+                          "writing every belief itself (`nosum_*`) and with each belief the sum of its increments "
+                          "(`sum_*`, the product); paired week by week."),
 }
 FLAT = {
     "env_throughput": "Environment and agents' throughput",
@@ -279,7 +283,7 @@ FLAT = {
     "kernel_isa": "Kernels pinned to AVX2",
     "tracking_overhead": "What MLflow tracking costs",
     "executor_paths": "The UI's multiprocess path against the in-process run",
-    "regrade": "Re-grading after a grader change",
+    "artifact_store": "Artifacts on S3 against a local root",
 }
 
 
@@ -294,8 +298,8 @@ def page() -> str:
         out += section_demo(demo)
     if record := load("baselines"):
         out += section_baselines(record)
-    if record := load("demo_seeds_kernels"):
-        out += section_seeds_kernels(record)
+    if demo and len(demo["figures"]["runs"]) > 1:
+        out += section_seeds_kernels(demo)
     for name, (title, text) in PAIRED.items():
         if record := load(name):
             out += section_paired(record, title, text)
