@@ -250,7 +250,20 @@ def section_long(record: dict) -> list[str]:
             f"Wall time of one run: {figures['wall_s']} s ({figures['stage_s']}).", "", source(record), ""]
 
 
+def _flat(value: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in value.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
 def section_flat(record: dict, title: str) -> list[str]:
+    figures = dict(record["figures"])
+    listed = figures.pop("rows", None)
+    record = {**record, "figures": figures}
     rows = []
 
     def walk(prefix, value):
@@ -264,7 +277,12 @@ def section_flat(record: dict, title: str) -> list[str]:
             rows.append([f"`{prefix}`", value if not isinstance(value, list) else ", ".join(map(str, value))])
 
     walk("", record["figures"])
-    return [f"## {title}", "", record["question"], "", table(["figure", "value"], rows), "", source(record), ""]
+    out = [f"## {title}", "", record["question"], "", table(["figure", "value"], rows), ""]
+    if listed:
+        flat = [_flat(row) for row in listed]
+        columns = list(dict.fromkeys(k for row in flat for k in row))
+        out += [table(columns, [[row.get(c, "–") for c in columns] for row in flat]), ""]
+    return out + [source(record), ""]
 
 
 PAIRED = {
