@@ -97,13 +97,15 @@ def test_one_cost_guard_for_all_conditions_and_a_rerun_pays_only_for_the_missing
 
 def test_the_dagster_op_plays_the_teacher_resource_only_when_asked(tmp_path):
     from rhythm_pipeline.defs.assets.evaluation import play_teacher as play_teacher_op
-    from rhythm_pipeline.defs.resources import TeacherResource
+    from rhythm_pipeline.defs.resources import ArtifactStoreResource, TeacherResource
 
     staged = tmp_path / "staged"
     staged.mkdir()
-    plan = {"seeds": {"continuous": "0-1"}, "staged": str(staged), "root": str(tmp_path), "include_teacher": False}
+    plan = {"seeds": {"continuous": "0-1"}, "staged": str(staged), "root": str(tmp_path), "include_teacher": False,
+            "checkpoints": {}}
     context = dg.build_op_context()
-    assert play_teacher_op(context, plan, TeacherResource()) == {}
-    played = play_teacher_op(context, {**plan, "include_teacher": True}, TeacherResource())
+    artifacts = ArtifactStoreResource(root=str(tmp_path))
+    assert play_teacher_op(context, plan, TeacherResource(), artifacts) == {}
+    played = play_teacher_op(context, {**plan, "include_teacher": True}, TeacherResource(), artifacts)
     assert played["identity"]["id"] == "search" and list(played["files"]) == ["teacher__continuous.jsonl"]
     assert played["files"]["teacher__continuous.jsonl"]["episodes"] == 2
