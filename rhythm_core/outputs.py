@@ -100,6 +100,14 @@ def _check_inputs(path: Path, arg: str, inputs: Iterable[tuple[str, object]], *,
             raise OutputRefused(f"{arg} {path} would overwrite the input {name} {value}; choose another {arg}")
 
 
+def _local(path, arg: str) -> Path:
+    """`path` as a local Path; a URL is refused rather than read as a folder named `s3:`."""
+    if "://" in str(path):
+        raise OutputRefused(f"{arg} {path}: this command writes to a local path; object stores are taken by "
+                            "`rhythm distill --out` and RHYTHM_ARTIFACTS")
+    return Path(path)
+
+
 def _check_parent(path: Path, arg: str) -> None:
     parent = path.absolute().parent
     if not parent.is_dir():
@@ -111,7 +119,7 @@ def _check_parent(path: Path, arg: str) -> None:
 def check_output_dir(path, kind: str, *, arg: str = "--out", inputs: Iterable[tuple[str, object]] = (),
                      overwrite: bool = False) -> Path:
     """A folder output that one artifact of `kind` will replace as a whole (`rhythm dataset --out`)."""
-    path = Path(path)
+    path = _local(path, arg)
     _check_inputs(path, arg, inputs)
     _check_not_in_artifact(path, arg, replaced_whole=True)
     _check_parent(path, arg)
@@ -122,7 +130,7 @@ def check_output_dir(path, kind: str, *, arg: str = "--out", inputs: Iterable[tu
 def check_output_root(path, *, arg: str = "--out", inputs: Iterable[tuple[str, object]] = ()) -> Path:
     """A folder the stages publish into (`<root>/<stage>/<version>/`): created if missing; an existing
     folder keeps everything that is not a stage folder of the same name, so it may hold the inputs."""
-    path = Path(path)
+    path = _local(path, arg)
     _check_inputs(path, arg, inputs, whole=False)
     _check_not_in_artifact(path, arg, replaced_whole=False)
     _check_parent(path, arg)
@@ -136,7 +144,7 @@ def check_output_root(path, *, arg: str = "--out", inputs: Iterable[tuple[str, o
 def check_output_file(path, *, arg: str = "--out", inputs: Iterable[tuple[str, object]] = ()) -> Path:
     """A file output (`rhythm teacher --out t.jsonl`): not a folder, in a folder that exists. Whether
     an existing file may be extended is the command's own check (a teacher file's purpose)."""
-    path = Path(path)
+    path = _local(path, arg)
     _check_inputs(path, arg, inputs)
     _check_not_in_artifact(path, arg, replaced_whole=False)
     if path.is_dir():
