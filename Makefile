@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -c $(LOCK) "$(TORCH_SPEC)"
-	$(BIN)/python -m pip install -q -c $(LOCK) -e ".[dev,postgres,s3]"
+	$(BIN)/python -m pip install -q -c $(LOCK) -e ".[dev,postgres,s3,openenv]"
 	touch $(STAMP)
 
 # Resolve pyproject.toml's ranges afresh in a scratch venv and write what was installed as the lock.
@@ -25,7 +25,7 @@ lock:
 	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
 	.lock-venv/bin/python -m pip install -q --upgrade pip
 	.lock-venv/bin/python -m pip install -q "$(TORCH_SPEC)"
-	.lock-venv/bin/python -m pip install -q -e ".[dev,postgres,s3]"
+	.lock-venv/bin/python -m pip install -q -e ".[dev,postgres,s3,openenv]"
 	{ echo "# The exact versions \`make install\` installs (pip constraints), written by \`make lock\` on $$(date -u +%F)."; \
 	  echo "# pyproject.toml keeps compatible ranges for people who import the package."; \
 	  .lock-venv/bin/python -m pip freeze --exclude-editable; } > $(LOCK).tmp

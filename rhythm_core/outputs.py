@@ -31,6 +31,7 @@ MARKERS = {
     "checkpoint": "result.json",
     "teacher_trajectories": "trajectories.jsonl",
     "eval_history": "rows.parquet",
+    "env_dataset": "env_dataset.json",
 }
 
 

@@ -108,6 +108,21 @@ def check_dataset(args) -> None:
     check_output_dir(args.out, "sft_dataset", inputs=[("--jsonl", args.jsonl)], overwrite=args.overwrite)
 
 
+def check_env_dataset(args) -> None:
+    from ..env.conditions import check_training_seeds, eval_seed_list
+    from ..outputs import check_output_dir
+
+    try:
+        if args.purpose == "training":
+            args.seed_list = parse_seeds(args.seeds)
+            check_training_seeds(args.condition, args.seed_list)
+        else:
+            args.seed_list = eval_seed_list(args.condition, args.seeds)
+    except ValueError as exc:
+        raise BadInput(f"--seeds: {exc}") from exc
+    check_output_dir(args.out, "env_dataset", overwrite=args.overwrite)
+
+
 def check_eval(args) -> None:
     from ..env.conditions import eval_seed_list
     from ..evaluation.rollouts import EVAL_BASELINES

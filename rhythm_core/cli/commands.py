@@ -29,6 +29,7 @@ from .checks import (
     check_baselines,
     check_dataset,
     check_distill,
+    check_env_dataset,
     check_eval,
     check_gpu_check,
     check_reeval,
@@ -118,6 +119,17 @@ def _cmd_dataset(args) -> int:
     summary = save_sft_dataset(dataset, args.out, provenance, overwrite=args.overwrite)
     print(f"{summary['path']}: examples {summary['examples']}, episodes {summary['episodes']}, "
           f"content {summary['content_hash'][:16]}")
+    return 0
+
+
+def _cmd_env_dataset(args) -> int:
+    from ..env.tool_env import env_prompt_dataset, save_env_dataset
+
+    dataset = env_prompt_dataset(args.condition, args.seed_list, purpose=args.purpose)
+    summary = save_env_dataset(dataset, args.out, {"condition": args.condition, "seeds": args.seeds,
+                                                   "purpose": args.purpose}, overwrite=args.overwrite)
+    print(f"{summary['path']}: {summary['rows']} weeks of {args.condition} ({args.purpose}), for "
+          f"rhythm_core.env.tool_env.RhythmToolEnv(purpose='{args.purpose}')")
     return 0
 
 
@@ -284,6 +296,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--readout-form", choices=list(READOUT_FORMS), default=DEFAULT_READOUT_FORM,
                    help="the evidence chain: linear (each increment a function of the shown anomaly) or innovation "
                         "(also of the previous belief and the step; the long preset's)")
+
+    p = command("env-dataset", "write the prompt dataset of RhythmEnv weeks for a TRL trainer "
+                "(GRPOTrainer(environment_factory=RhythmToolEnv))", _cmd_env_dataset, check_env_dataset)
+    p.add_argument("--condition", choices=list(CONDITIONS), default="continuous", help="which kind of week to play")
+    p.add_argument("--seeds", default="1000-1999",
+                   help="seed range, e.g. 1000-1999 (training: continuous training seeds outside 9500-9699)")
+    p.add_argument("--purpose", choices=["training", "evaluation"], default="training",
+                   help="training: only training seeds; evaluation: only evaluation seeds")
+    p.add_argument("--out", required=True,
+                   help="dataset folder (datasets.load_from_disk loads it), in a folder that exists; replaces an "
+                        "earlier env dataset there")
+    p.add_argument("--overwrite", action="store_true", help="replace --out even if it is not an earlier env dataset")
 
     from ..evaluation.rollouts import DEFAULT_EVAL_SEEDS, EVAL_BASELINES
 

@@ -42,6 +42,7 @@ from .prompts import (
     PROMPT_VARIANTS,
     SCRATCH_PROMPT_VARIANT,
     SYSTEM_PROMPT,
+    TOOL_SYSTEM_PROMPT,
     UNRECORDED_PROMPT_VARIANT,
     system_prompt,
 )
@@ -51,6 +52,7 @@ from .render import (
     render_conversation,
     render_labeled_turn,
     render_messages,
+    render_tool_answer,
     render_user_prompt,
 )
 from .schema import ANSWER_JSON_SCHEMA, ANSWER_RESPONSE_FORMAT
@@ -73,6 +75,7 @@ __all__ = [
     "REASONING",
     "SCRATCH_PROMPT_VARIANT",
     "SYSTEM_PROMPT",
+    "TOOL_SYSTEM_PROMPT",
     "UNRECORDED_PROMPT_VARIANT",
     "INCREMENT_NUMBER",
     "DatasetFormat",
@@ -90,6 +93,7 @@ __all__ = [
     "render_conversation",
     "render_labeled_turn",
     "render_messages",
+    "render_tool_answer",
     "render_user_prompt",
     "signed",
     "stated_increments",

@@ -1,12 +1,29 @@
-"""The system prompts: the full task explanation (`SYSTEM_PROMPT`) and the compact marker for students
-trained from scratch (`COMPACT_SYSTEM_PROMPT`), picked by name with `system_prompt`."""
+"""The system prompts: the full task explanation (`SYSTEM_PROMPT`), the compact marker for students
+trained from scratch (`COMPACT_SYSTEM_PROMPT`), picked by name with `system_prompt`, and the task for an
+agent that acts by calling tools (`TOOL_SYSTEM_PROMPT`)."""
 
 from __future__ import annotations
 
 from ..env.dynamics import NOISE_SD
 from ..env.spec import ACTIONS, STEPS_PER_EPISODE
 
-SYSTEM_PROMPT = f"""\
+# What each action does, as the task text explains it (and the tools of the tool-calling env, env/tool_env.py).
+ACTION_DESCRIPTIONS: dict[str, str] = {
+    "DEEP_WORK": "focused work; most progress when cognition is high and at the person's peak time; tiring",
+    "SHALLOW_WORK": "routine tasks; some progress, less tiring",
+    "LEARN": "study; some progress, sharpens cognition at the person's peak time",
+    "EXERCISE": "lifts cognition and serenity; extra energy for morning people in the morning",
+    "SOCIALIZE": "see friends; restores connection, energizes extroverts, drains introverts",
+    "FAMILY_TIME": "gentle connection and calm",
+    "MEDITATE": "restores serenity, small lift to cognition",
+    "NAP": "short rest; restores some vitality",
+    "SLEEP": "at night restores vitality and cognition; in the day mostly a lost slot",
+    "LEISURE": "relax; pleasant, unless the person feels guilty about not working",
+}
+_ACTION_LIST = "Actions:\n" + "\n".join(f"- {name}: {text}" for name, text in ACTION_DESCRIPTIONS.items())
+
+# The task: the week, the meters, the actions, the hidden profile, the evidence and the goal.
+TASK_DESCRIPTION = f"""\
 You are a personal rhythm coach. For one week (7 days x 4 slots: morning, afternoon, evening, \
 night = {STEPS_PER_EPISODE} steps) you choose one activity per slot for a person whose personality \
 is hidden from you. Learn who they are from how they react, and plan their week around it.
@@ -19,17 +36,7 @@ Meters, each in [0, 1]; below 0.10 a meter has crashed:
 - connection: feeling close to others
 Every slot the meters drift down a little; staying up at night costs vitality and cognition.
 
-Actions:
-- DEEP_WORK: focused work; most progress when cognition is high and at the person's peak time; tiring
-- SHALLOW_WORK: routine tasks; some progress, less tiring
-- LEARN: study; some progress, sharpens cognition at the person's peak time
-- EXERCISE: lifts cognition and serenity; extra energy for morning people in the morning
-- SOCIALIZE: see friends; restores connection, energizes extroverts, drains introverts
-- FAMILY_TIME: gentle connection and calm
-- MEDITATE: restores serenity, small lift to cognition
-- NAP: short rest; restores some vitality
-- SLEEP: at night restores vitality and cognition; in the day mostly a lost slot
-- LEISURE: relax; pleasant, unless the person feels guilty about not working
+{_ACTION_LIST}
 
 Hidden profile, three belief dimensions in [0, 1] (0.5 is a typical person):
 - social: 0 introvert (socializing drains and stresses them) .. 1 extrovert (it energizes them, they need contact)
@@ -42,12 +49,21 @@ the person. Each meter also has random noise of about {NOISE_SD:.2f} per step, s
 
 Goal: keep vitality, cognition, serenity and connection high with none crashing, make progress, \
 and act on what you learn: the person values what their profile says they value. Your belief at \
-the last step is scored against the true profile, so always give your current best estimate.
+the last step is scored against the true profile, so always give your current best estimate."""
+
+SYSTEM_PROMPT = TASK_DESCRIPTION + f"""
 
 Answer with exactly one JSON object and nothing else:
 {{"reasoning": "<one or two sentences>", "belief": {{"social": 0.3, "morning": 0.7, "work": 0.5}}, \
 "action": "DEEP_WORK"}}
 "action" must be one of: {", ".join(ACTIONS)}."""
+
+# The tool-calling form (env/tool_env.py): the same task, each decision a call of the action's tool.
+TOOL_SYSTEM_PROMPT = TASK_DESCRIPTION + """
+
+Each slot, call the tool of the action you choose (one call per slot, in order) with your current belief \
+as its arguments: social, morning and work, each a number in [0, 1]. The tool answers with the action's \
+anomaly per meter and the state now; after the last slot it says the week is over."""
 
 COMPACT_SYSTEM_PROMPT = (
     "RhythmEnv coach. Infer the person's hidden profile from the anomalies and act on it. Answer with one "

@@ -1,6 +1,7 @@
 """Rendering the episode so far as chat messages: the week as one table (`render_messages`,
 `render_user_prompt`) or as one growing conversation (`render_conversation`, with user turns from
-`render_chat_turn` or `render_labeled_turn`)."""
+`render_chat_turn` or `render_labeled_turn`); and a tool's answer to a tool-calling agent
+(`render_tool_answer`)."""
 
 from __future__ import annotations
 
@@ -109,6 +110,16 @@ def render_labeled_turn(history) -> str:
     if len(history) == 1:
         return "Start of the week. Each turn: the last action and its anomaly per meter, then the state now.\n" + state
     return f"{now.last_action} anomaly {_labeled(map(signed, now.anomaly))}\n{state}"
+
+
+def render_tool_answer(history) -> str:
+    """What a tool-calling agent reads after each call (env/tool_env.py): `render_labeled_turn`, and
+    after the week's last step its anomaly and that the week is over."""
+    now = history[-1]
+    if now.step < STEPS_PER_EPISODE:
+        return render_labeled_turn(history)
+    return (f"{now.last_action} anomaly {_labeled(map(signed, now.anomaly))}\n"
+            f"The week is over, meters {_labeled(f'{float(v):.2f}' for v in now.meters)}. Make no more calls.")
 
 
 def chat_turn_renderer(prompt_format: str):
