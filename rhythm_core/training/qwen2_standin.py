@@ -19,7 +19,7 @@ from pathlib import Path
 REPO_ID = "Qwen/Qwen2.5-3B-Instruct"
 ENDOFTEXT, IM_START, IM_END = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
 
-# Qwen2.5-Instruct's template without its tool-calling branches (the protocol calls no tools).
+# Qwen2.5-Instruct's template without its tool-calling branches (the JSON protocol calls no tools).
 CHAT_TEMPLATE = (
     "{%- if messages[0]['role'] == 'system' %}"
     "{{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}"
@@ -39,7 +39,15 @@ CHAT_TEMPLATE = (
 GENERATION = {"do_sample": True, "repetition_penalty": 1.05, "temperature": 0.7, "top_p": 0.8, "top_k": 20}
 
 
-def train_qwen2_tokenizer(texts: list[str], vocab_size: int = 1024):
+def tool_chat_template() -> str:
+    """Qwen2.5-Instruct's whole template, tool-calling branches included (as TRL ships it, so TRL
+    recognizes it and parses the model's tool calls)."""
+    from trl.chat_template_utils import qwen2_5_chat_template
+
+    return qwen2_5_chat_template
+
+
+def train_qwen2_tokenizer(texts: list[str], vocab_size: int = 1024, *, chat_template: str = CHAT_TEMPLATE):
     """A Qwen2Tokenizer whose BPE was trained on `texts` with Qwen2's own normalizer and pre-tokenizer."""
     from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
     from transformers import Qwen2Tokenizer
@@ -60,7 +68,7 @@ def train_qwen2_tokenizer(texts: list[str], vocab_size: int = 1024):
     tokenizer = Qwen2Tokenizer(vocab=model["vocab"], merges=merges, eos_token=IM_END, pad_token=ENDOFTEXT,
                                unk_token=None, additional_special_tokens=[IM_START, IM_END],
                                clean_up_tokenization_spaces=False, model_max_length=131072)
-    tokenizer.chat_template = CHAT_TEMPLATE
+    tokenizer.chat_template = chat_template
     return tokenizer, bpe
 
 
@@ -73,14 +81,15 @@ QWEN25_3B_SHAPE = dict(hidden_size=2048, intermediate_size=11008, num_hidden_lay
 
 
 def build_qwen2_standin(out_dir, texts: list[str], *, seed: int = 0, shape: dict | None = None,
-                        device: str = "cpu") -> Path:
+                        device: str = "cpu", tool_calling: bool = False) -> Path:
     """Save the stand-in (model, tokenizer, generation config) to `out_dir`; returns the folder.
     `shape`: the architecture's sizes (TINY_SHAPE by default; QWEN25_3B_SHAPE for the real one's,
-    built in bf16 on `device`)."""
+    built in bf16 on `device`). `tool_calling`: Qwen2.5's whole template (`tool_chat_template`), for
+    trainers that offer the model tools."""
     import torch
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
-    tokenizer, _ = train_qwen2_tokenizer(texts)
+    tokenizer, _ = train_qwen2_tokenizer(texts, chat_template=tool_chat_template() if tool_calling else CHAT_TEMPLATE)
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in (ENDOFTEXT, IM_START, IM_END)}
     sizes = {"vocab_size": (len(tokenizer) + 63) // 64 * 64,  # padded past the tokenizer, as Qwen's 151,936
              **(shape or TINY_SHAPE)}
