@@ -7,6 +7,10 @@ snapshots and the text view (`observation`), their Gymnasium registration as "rh
 
 The bottom layer of rhythm_core: it imports nothing else from the package, and everything else may
 import it. `from rhythm_core.env import RhythmEnv, VectorRhythmEnv` is the public entry point.
+
+Beside it, the front ends for other trainers, which speak the protocol and grade with the graders and
+so are imported by module, never by this package: the week as text (`text_week`), TRL's tool
+environment (`tool_env`) and the OpenEnv server and client (`openenv_server`).
 """
 
 from . import gym as _gym  # registers "rhythm/RhythmEnv-v0" with Gymnasium (idempotent)
