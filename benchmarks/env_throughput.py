@@ -4,12 +4,17 @@
 
 Targets (issue 2): vector env >= 1,000,000 env-steps/s (4,096 episodes, heuristic policy);
 scalar env >= 20,000 steps/s; Bayesian teacher >= 20 episodes/s; `rhythm baselines` for
-10,000 seeds of random+heuristic in under 10 s.
+10,000 seeds of random+heuristic in under 10 s. The OpenEnv server (`rhythm serve-env`) is timed
+with 1 and 16 concurrent WebSocket clients beside the in-process TextWeek it wraps (no target).
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
+import re
+import select
+import signal
 import subprocess
 import sys
 import time
@@ -22,6 +27,7 @@ from rhythm_core.agents import BayesAgent, heuristic_actions
 from rhythm_core.agents.rollout import rollout
 from rhythm_core.env import RhythmEnv, VectorRhythmEnv
 from rhythm_core.env.spec import ACTIONS, STEPS_PER_EPISODE
+from rhythm_core.env.text_week import TextWeek
 
 
 def best_of(fn, repeats=3):
@@ -95,7 +101,74 @@ def cli_baselines():
             "target_s": 10}
 
 
+def week_plan(seed):
+    """One week's slots for the server section: an action and a belief per slot."""
+    return [{"action": ACTIONS[(seed * 3 + t * 7) % len(ACTIONS)], "social": (seed + t) % 11 / 10,
+             "morning": t / 27, "work": 1 - t / 27} for t in range(STEPS_PER_EPISODE)]
+
+
+def start_server(max_sessions):
+    """`rhythm serve-env` on a free port; returns (process, url) once it serves."""
+    exe = Path(sys.executable).with_name("rhythm")
+    proc = subprocess.Popen([str(exe), "serve-env", "--port", "0", "--max-sessions", str(max_sessions)],
+                            stdout=subprocess.PIPE, text=True)
+    ready, _, _ = select.select([proc.stdout], [], [], 120)
+    match = re.search(r"http://[\d.]+:\d+", proc.stdout.readline() if ready else "")
+    if match is None:
+        proc.kill()
+        raise SystemExit("rhythm serve-env did not start")
+    return proc, match.group(0)
+
+
+def openenv_server(weeks_alone=20, clients=16, weeks_each=4):
+    """Steps/s of `rhythm serve-env` for 1 and `clients` concurrent sessions, resets and the final grade included,
+    beside the same weeks played in process (what the server's wire and sessions cost)."""
+    from rhythm_core.env.openenv_server import RhythmAction, RhythmEnvClient
+
+    def text_weeks():
+        for seed in range(1000, 1000 + weeks_alone):
+            week = TextWeek()
+            week.start("continuous", seed)
+            for slot in week_plan(seed):
+                week.act(**slot)
+            week.grade()
+
+    in_process = weeks_alone * STEPS_PER_EPISODE / best_of(text_weeks)
+
+    async def client_plays(url, seeds):
+        async with RhythmEnvClient(base_url=url) as env:
+            for seed in seeds:
+                await env.reset(seed=seed)
+                for slot in plans[seed]:
+                    await env.step(slot)
+
+    async def clients_play(url, n, weeks):  # n sessions at once, each playing `weeks` weeks in turn
+        await asyncio.gather(*(client_plays(url, range(1000 + k * weeks, 1000 + (k + 1) * weeks)) for k in range(n)))
+
+    seeds = range(1000, 1000 + max(weeks_alone, clients * weeks_each))
+    plans = {seed: [RhythmAction(**slot) for slot in week_plan(seed)] for seed in seeds}
+    load = os.getloadavg()[0]
+    proc, url = start_server(clients)
+    try:
+        asyncio.run(clients_play(url, 1, 1))  # warm-up: the first session's imports and connections
+        alone_s = best_of(lambda: asyncio.run(clients_play(url, 1, weeks_alone)))
+        many_s = best_of(lambda: asyncio.run(clients_play(url, clients, weeks_each)))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    one = weeks_alone * STEPS_PER_EPISODE / alone_s
+    many = clients * weeks_each * STEPS_PER_EPISODE / many_s
+    print(f"OpenEnv server over WebSocket: {one:,.0f} steps/s with 1 client, {many:,.0f} with {clients} concurrent "
+          f"clients; in-process TextWeek {in_process:,.0f} steps/s (resets and grades included)")
+    return {"command": f"rhythm serve-env --port 0 --max-sessions {clients}",
+            "clients": "async RhythmEnvClient sessions in one process, over WebSocket (/ws)",
+            "weeks_1_client": weeks_alone, f"weeks_per_client_{clients}_clients": weeks_each,
+            "steps_per_s_1_client": round(one), f"steps_per_s_{clients}_clients": round(many),
+            "in_process_text_week_steps_per_s": round(in_process), "load_average_1min_before": round(load, 2)}
+
+
 if __name__ == "__main__":
     write_result("env_throughput", {"vector_env": vector_env(), "scalar_env": scalar_env(),
-                                    "bayes_teacher": bayes_teacher(), "cli_baselines": cli_baselines()},
+                                    "bayes_teacher": bayes_teacher(), "cli_baselines": cli_baselines(),
+                                    "server": openenv_server()},
                  question="How fast do the environment and the offline agents run on this machine?")

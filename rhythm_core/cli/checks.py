@@ -10,7 +10,7 @@ import math
 import os
 
 from ..env.conditions import check_seed, check_training_seeds, parse_seeds
-from ..errors import BadInput
+from ..errors import BadInput, UserError
 
 
 def agents_arg(text: str) -> list[str]:
@@ -188,3 +188,41 @@ def check_gpu_check(args) -> None:
     if not args.smoke and args.device[0] != "cuda":
         raise BadInput("no CUDA GPU is visible to torch here (a CPU build of torch, or no GPU): install a CUDA build "
                        "(`make TORCH_SPEC=torch install`) on a GPU machine, or run the CPU form with --smoke")
+
+
+def check_serve_env(args) -> None:
+    import errno
+    import importlib
+    import socket
+
+    try:  # openenv-core (with uvicorn) is the openenv extra, not a core dependency
+        importlib.import_module("rhythm_core.env.openenv_server")
+        importlib.import_module("uvicorn")
+    except ModuleNotFoundError as exc:
+        missing = (exc.name or "").split(".")[0]
+        if missing not in ("openenv", "uvicorn", "fastapi", "starlette", "websockets"):
+            raise
+        raise UserError(f"no module named {missing!r}; install the openenv extra: "
+                        "pip install 'rhythm[openenv]'") from exc
+    if args.max_sessions < 1:
+        raise BadInput(f"--max-sessions must be >= 1, got {args.max_sessions}")
+    if not 0 <= args.port <= 65535:
+        raise BadInput(f"--port must be 0-65535 (0: a free port), got {args.port}")
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(args.host, args.port, type=socket.SOCK_STREAM,
+                                                             flags=socket.AI_PASSIVE)[0]
+    except socket.gaierror as exc:
+        raise BadInput(f"--host {args.host}: not an address to listen on ({exc.strerror})") from exc
+    # Bound here, before any work, so a port in use is one line; the server then serves on this socket.
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise BadInput(f"--port {args.port}: {args.host}:{args.port} is already in use; pick another port "
+                           "(--port 0 takes a free one)") from exc
+        raise BadInput(f"--host {args.host} --port {args.port}: cannot listen there ({exc.strerror})") from exc
+    args.socket = sock

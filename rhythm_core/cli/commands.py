@@ -33,6 +33,7 @@ from .checks import (
     check_eval,
     check_gpu_check,
     check_reeval,
+    check_serve_env,
     check_teacher,
 )
 from .parsing import HelpFormatter, OneLineParser, package_version, plugin_commands, plugin_description
@@ -193,6 +194,19 @@ def _cmd_gpu_check(args) -> int:
     return 0 if record["ok"] else 1
 
 
+def _cmd_serve_env(args) -> int:
+    from ..env.openenv_server import create_rhythm_app, serve
+
+    app = create_rhythm_app(purpose=args.purpose, grader=args.grader, max_sessions=args.max_sessions)
+    host, port = args.socket.getsockname()[:2]
+    url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+    serve(app, args.socket, on_ready=lambda: print(
+        f"RhythmEnv at {url} ({args.purpose} weeks, grader {args.grader}, up to {args.max_sessions} sessions); play it "
+        f"with rhythm_core.env.openenv_server.RhythmEnvClient(base_url='{url}'); Ctrl-C stops", flush=True))
+    print("rhythm serve-env: stopped", file=sys.stderr)
+    return 0
+
+
 def _cmd_plugin(args) -> int:
     return plugin_commands()[args.command].load()(args.plugin_args)
 
@@ -308,6 +322,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="dataset folder (datasets.load_from_disk loads it), in a folder that exists; replaces an "
                         "earlier env dataset there")
     p.add_argument("--overwrite", action="store_true", help="replace --out even if it is not an earlier env dataset")
+
+    p = command("serve-env", "serve RhythmEnv as an OpenEnv environment (HTTP and WebSocket) for other trainers; "
+                "rhythm_core.env.openenv_server.RhythmEnvClient plays it", _cmd_serve_env, check_serve_env)
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
+    p.add_argument("--port", type=int, default=8000, help="port to listen on (0: a free one, printed)")
+    p.add_argument("--max-sessions", type=int, default=16, help="weeks played at once, one WebSocket session each")
+    p.add_argument("--purpose", choices=["training", "evaluation"], default="training",
+                   help="training: weeks of training seeds outside the tuning seeds; evaluation: only evaluation seeds")
+    grader(p, "the grader whose score of a week is the reward of its last step")
 
     from ..evaluation.rollouts import DEFAULT_EVAL_SEEDS, EVAL_BASELINES
 

@@ -1,0 +1,210 @@
+"""RhythmEnv as an OpenEnv environment (openenv-core 0.3, the `openenv` extra): `rhythm serve-env` serves
+it, `RhythmEnvClient` plays it.
+
+    with RhythmEnvClient(base_url="http://127.0.0.1:8000").sync() as env:
+        result = env.reset(condition="continuous", seed=1234)
+        result = env.step(RhythmAction(action="SLEEP", social=0.5, morning=0.5, work=0.5))
+
+Each WebSocket session (one client) plays its own `TextWeek`: `reset` starts a week under the seeds rules
+of the server's purpose, `step` takes one slot with the stated belief. The observation's `text` is what the
+agent reads (TextWeek's); its reward is 0.0 until the last slot, whose reward is the grader's score of the
+week (a sparse reward, as OpenEnv's game environments give). A bad action or belief is refused by the
+`RhythmAction` model, naming the field; a bad seed, a step before reset or after the week is answered with
+TextWeek's message; either way the session keeps its week and the server keeps serving. OpenEnv's HTTP
+/reset and /step make a fresh environment per request, so a week is played over the WebSocket (/ws).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Annotated, Any, Literal
+from uuid import uuid4
+
+from fastapi import WebSocketDisconnect
+from fastapi.responses import JSONResponse
+from openenv.core.client_types import StepResult
+from openenv.core.env_client import EnvClient
+from openenv.core.env_server.http_server import create_app
+from openenv.core.env_server.interfaces import Environment
+from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
+from pydantic import Field, field_validator
+
+from .spec import ACTIONS, ENV_VERSION, METERS
+from .text_week import DEFAULT_GRADER, TextWeek, check_grader, check_purpose
+
+RESET_ARGUMENTS = ("seed", "episode_id", "condition")
+NO_WEEK = ("no week started: reset first (a week lives in a WebSocket session, /ws, as RhythmEnvClient opens; "
+           "each HTTP /step gets a fresh environment)")
+
+# Strict: a bool or a numeric string is refused rather than read as a number, as TextWeek refuses them.
+Belief = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False, strict=True)]
+
+
+class RhythmAction(Action):
+    """One slot: the action taken and the belief stated about the hidden profile."""
+
+    action: Literal[ACTIONS] = Field(description="one of the ten actions (any case)")
+    social: Belief = Field(description="belief about the social dimension, 0 introvert .. 1 extrovert")
+    morning: Belief = Field(description="belief about the morning dimension, 0 night owl .. 1 morning person")
+    work: Belief = Field(description="belief about the work dimension, 0 drained by work .. 1 workaholic")
+
+    @field_validator("action", mode="before")
+    @classmethod
+    def _upper_case(cls, value: Any) -> Any:
+        # Normalised, never raised here: the Literal check then names the allowed set in a plain error.
+        return value.strip().upper() if isinstance(value, str) else value
+
+
+class RhythmObservation(Observation):
+    """What the agent reads after reset or a step; `reward` is the week's score on its last slot, else 0.0."""
+
+    text: str = Field(default="", description="the observation as the agent reads it")
+    step: int = Field(default=0, description="slots played, 0..28")
+    condition: str | None = None
+    seed: int | None = None
+    meters: dict[str, float] = Field(default_factory=dict, description="the meters now, by name")
+
+
+class RhythmState(State):
+    """The session's week: `step_count` slots played of the week of `condition` and `seed`."""
+
+    condition: str | None = None
+    seed: int | None = None
+    purpose: str = "training"
+    grader: str = DEFAULT_GRADER
+
+
+class RhythmRequestError(ValueError):
+    """A request the week refuses (a seed, a step before reset or after the week); the app answers 400."""
+
+
+class RhythmEnvironment(Environment[RhythmAction, RhythmObservation, RhythmState]):
+    """One TextWeek per session; the server makes one per WebSocket session."""
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self, purpose: str = "training", grader: str = DEFAULT_GRADER):
+        super().__init__()
+        self._week = TextWeek(purpose=purpose, grader=grader)
+        self._episode_id: str | None = None
+
+    def reset(self, seed: int | None = None, episode_id: str | None = None, condition: str = "continuous",
+              **kwargs: Any) -> RhythmObservation:
+        if kwargs:  # a misspelt argument would otherwise start the default week silently
+            raise RhythmRequestError(f"unknown reset argument(s) {', '.join(sorted(kwargs))}; allowed: "
+                                     f"{', '.join(RESET_ARGUMENTS)}")
+        try:
+            text = self._week.start(condition, seed)
+        except ValueError as exc:
+            raise RhythmRequestError(str(exc)) from exc
+        self._episode_id = episode_id or str(uuid4())
+        return self._observation(text, reward=0.0)
+
+    def step(self, action: RhythmAction, timeout_s: float | None = None, **kwargs: Any) -> RhythmObservation:
+        if not isinstance(action, RhythmAction):
+            raise TypeError(f"expected a RhythmAction, got {type(action).__name__}")
+        if not self._week.started:
+            raise RhythmRequestError(NO_WEEK)
+        try:
+            text = self._week.act(action.action, action.social, action.morning, action.work)
+        except ValueError as exc:
+            raise RhythmRequestError(str(exc)) from exc
+        return self._observation(text, reward=self._week.grade() if self._week.done else 0.0)
+
+    def _observation(self, text: str, reward: float) -> RhythmObservation:
+        meters = self._week.history[-1].meters
+        return RhythmObservation(text=text, step=self._week.step, done=self._week.done, reward=reward,
+                                 condition=self._week.condition, seed=self._week.seed,
+                                 meters={m: float(v) for m, v in zip(METERS, meters)})
+
+    @property
+    def state(self) -> RhythmState:
+        week = self._week
+        return RhythmState(episode_id=self._episode_id, step_count=week.step, condition=week.condition,
+                           seed=week.seed, purpose=week.purpose, grader=week.grader)
+
+    def get_metadata(self) -> EnvironmentMetadata:
+        return EnvironmentMetadata(name="RhythmEnv", version=ENV_VERSION,
+                                   description="A week of 28 slots: act and state a belief about a hidden person "
+                                               "profile; the grader scores the week on its last step.")
+
+
+def create_rhythm_app(*, purpose: str = "training", grader: str = DEFAULT_GRADER, max_sessions: int = 16):
+    """The FastAPI app serving RhythmEnv (OpenEnv's create_app): up to `max_sessions` weeks at once, each
+    under the seeds rules of `purpose`, scored by `grader`."""
+    check_purpose(purpose)
+    check_grader(grader)
+    if isinstance(max_sessions, bool) or not isinstance(max_sessions, int) or max_sessions < 1:
+        raise ValueError(f"max_sessions must be an integer >= 1, got {max_sessions!r}")
+    app = create_app(partial(RhythmEnvironment, purpose=purpose, grader=grader), RhythmAction, RhythmObservation,
+                     env_name="rhythm_env", max_concurrent_envs=max_sessions)
+    app.add_exception_handler(RhythmRequestError, _bad_request)
+    app.add_exception_handler(WebSocketDisconnect, _client_gone)
+    return app
+
+
+async def _bad_request(_request, exc: RhythmRequestError):
+    return JSONResponse(status_code=400, content={"detail": str(exc)})
+
+
+async def _client_gone(_websocket, _exc) -> None:
+    # OpenEnv 0.3 closes each session's socket after its client has closed it, which raises this; nothing to
+    # answer, and uvicorn would otherwise log a traceback for every session that ends.
+    return None
+
+
+def serve(app, sock, on_ready=None) -> None:
+    """Serve `app` on the bound socket `sock` until Ctrl-C or SIGTERM, which shut it down gracefully;
+    `on_ready()` is called once it accepts requests."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets=None):
+            await super().startup(sockets)
+            if self.started and on_ready is not None:
+                on_ready()
+
+    server = Server(uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=5))
+    try:
+        server.run(sockets=[sock])
+    except KeyboardInterrupt:  # uvicorn re-raises the signal it stopped on once it has shut down
+        pass
+
+
+class RhythmServerError(RuntimeError):
+    """The server refused a request; the message names the fields a validation error is about."""
+
+
+def _error_text(data: dict) -> str:
+    parts = [str(data.get("message", "unknown error"))]
+    for error in data.get("errors") or []:
+        where = ".".join(str(p) for p in error.get("loc", ())) or "request"
+        parts.append(f"{where}: {error.get('msg')} (got {error.get('input')!r})")
+    return "; ".join(parts) + f" [{data.get('code', 'UNKNOWN')}]"
+
+
+class RhythmEnvClient(EnvClient[RhythmAction, RhythmObservation, RhythmState]):
+    """A WebSocket session of `rhythm serve-env` (async; `.sync()` for the blocking wrapper)."""
+
+    def _step_payload(self, action: RhythmAction) -> dict:
+        return action.model_dump()
+
+    def _parse_result(self, payload: dict) -> StepResult[RhythmObservation]:
+        observation = RhythmObservation(**payload.get("observation", {}), reward=payload.get("reward"),
+                                        done=payload.get("done", False))
+        return StepResult(observation=observation, reward=observation.reward, done=observation.done)
+
+    def _parse_state(self, payload: dict) -> RhythmState:
+        return RhythmState(**payload)
+
+    async def _send_and_receive(self, message: dict) -> dict:
+        # EnvClient's own drops a validation error's details: these say which field was wrong.
+        await self._send(message)
+        response = await self._receive()
+        if response.get("type") == "error":
+            raise RhythmServerError(f"server error: {_error_text(response.get('data', {}))}")
+        return response
+
+
+__all__ = ["RhythmAction", "RhythmEnvClient", "RhythmEnvironment", "RhythmObservation",
+           "RhythmRequestError", "RhythmServerError", "RhythmState", "create_rhythm_app", "serve"]
