@@ -164,3 +164,14 @@ def test_prompts_that_are_no_weeks_opening_and_table_formats_are_refused(tiny):
         week_openings("continuous", SEEDS, variant="compact", prompt_format="table")
     with pytest.raises(ValueError, match="a prompt that is no week's opening"):
         WeekRollouts(tokenizer, {}, **FORMAT)([[{"role": "user", "content": "hello"}]], trainer=None)
+
+
+def test_the_grpo_stage_takes_the_week_design_by_name_and_refuses_what_it_cannot_play(sft_result, short_dataset):
+    from rhythm_core.training.grpo import GRPORunConfig, run_grpo
+
+    init = sft_result[0]["model_dir"]
+    with pytest.raises(ValueError, match="unknown GRPO design 'month'; allowed: step, week"):
+        run_grpo(GRPORunConfig(design="month"), short_dataset / "sft", init, short_dataset / "grpo_month")
+    # the session's student reads its week as one table a step: no conversation to sample whole
+    with pytest.raises(ValueError, match="whole-week GRPO needs a chat format"):
+        run_grpo(GRPORunConfig(design="week"), short_dataset / "sft", init, short_dataset / "grpo_week")
