@@ -150,8 +150,10 @@ class LocalStore:
         """The shared staging files a later step reads: here they already are."""
 
     def list_versions(self, prefix: str) -> list[str]:
-        """The published versions (folders with their record) right under `prefix`, by name."""
-        return sorted(str(p.parent) for p in (self.root / prefix).glob(f"*/{FILES_MANIFEST}"))
+        """The published versions (folders with their record) right under `prefix`, by name; a staging
+        folder that already holds its record (it is being renamed into place) is none of them."""
+        return sorted(str(p.parent) for p in (self.root / prefix).glob(f"*/{FILES_MANIFEST}")
+                      if not p.parent.name.startswith("."))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -466,8 +468,8 @@ class ObjectStore:
     def list_versions(self, prefix: str) -> list[str]:
         """The published versions (folders with their record) right under `prefix`, as URLs."""
         base = self._key(f"{self.url}/{prefix}")
-        found = self.fs.glob(f"{base}/*/{FILES_MANIFEST}")
-        return sorted(f"{self.protocol}://{p.rsplit('/', 1)[0]}" for p in found)
+        found = [p.rsplit("/", 1)[0] for p in self.fs.glob(f"{base}/*/{FILES_MANIFEST}")]
+        return sorted(f"{self.protocol}://{p}" for p in found if not p.rsplit("/", 1)[-1].startswith("."))
 
 
 def _mtime(info: dict) -> float:

@@ -98,3 +98,21 @@ def test_a_rerun_of_the_same_run_replaces_its_rows_and_an_older_history_file_is_
     folders = sorted(p.parent for p in history.glob("*/.rhythm-files.json"))
     assert len(folders) == 3 and read_history(folders).height == 4  # without the older file
     os.remove(history.parent / "history.parquet")
+
+
+def test_a_staging_folder_that_already_holds_its_record_is_no_version(tmp_path):
+    from rhythm_core.artifacts import write_files_manifest
+    from rhythm_core.store import LocalStore
+
+    history = tmp_path / "eval_results" / "history"
+    append_history(history, _results(0.4), run_id="a", timestamp=1.0, rollouts_version="r1")
+    # another (live) writer's staging, its record written, caught just before its rename into place
+    import socket
+
+    staged = history / f".staging-{socket.gethostname()}-{os.getpid()}-caught"
+    staged.mkdir()
+    write_files_manifest(staged, "eval_history", published=True)
+    table = append_history(history, _results(0.5), run_id="b", timestamp=2.0, rollouts_version="r2")
+    assert sorted(set(table["run_id"])) == ["a", "b"]
+    versions = LocalStore(tmp_path).list_versions("eval_results/history")
+    assert len(versions) == 2 and not any("/.staging" in v for v in versions)

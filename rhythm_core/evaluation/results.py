@@ -388,7 +388,8 @@ def append_history(history_dir, results: dict, *, run_id: str, timestamp: float,
     folder; re-running the same run id replaces its rows."""
     history_dir = Path(history_dir)
     write_history(history_dir, results, run_id=run_id, timestamp=timestamp, rollouts_version=rollouts_version)
-    folders = [p.parent for p in sorted(history_dir.glob(f"*/{FILES_MANIFEST}"))]
+    # a staging folder holds its record just before its rename into place: not yet (or no longer) a version
+    folders = [p.parent for p in sorted(history_dir.glob(f"*/{FILES_MANIFEST}")) if not p.parent.name.startswith(".")]
     for folder in folders:
         verify_artifact(folder)
     return read_history(folders, legacy=history_dir.parent / "history.parquet")
