@@ -92,7 +92,8 @@ class GRPORunConfig:
     seed: int = 0
     # "step": one decision a prompt, the action sampled after the SFT student's own reasoning and belief
     # (the module docstring); "week": whole weeks sampled by the policy, the week's grade the reward
-    # (week_rollouts.py), `week_seeds` training weeks from `student_seeds_start` on.
+    # (week_rollouts.py), `week_seeds` training weeks from `student_seeds_start` on; level with its SFT
+    # start at the demo's budget and slower (benchmarks/README.md, D37).
     design: str = "step"
     week_seeds: int = 16
     # The gate (training/validation.py): after training, the GRPO student and its SFT start play up to
