@@ -70,7 +70,7 @@ def main() -> None:
             run_teacher(TeacherSettings(backend="bayes"), "continuous", range(1000, 1000 + args.weeks), tmp / "t.jsonl")
             save_sft_dataset(build_sft_dataset(read_trajectories(tmp / "t.jsonl").records), tmp / "sft", {})
             dataset_dir = tmp / "sft"
-        data = datasets.load_from_disk(str(dataset_dir))
+        data = datasets.load_from_disk(str(dataset_dir), keep_in_memory=True)  # maps write no cache into the artifact
         train = with_system_prompt(data["train"].select_columns(["messages"]), "compact")
         base = Path(build_tiny_base(data["train"], tmp / "base", TinyModelConfig())["path"])
         print(f"torch threads {torch.get_num_threads()}; {len(train)} training weeks; batches of 8")
