@@ -119,22 +119,17 @@ def section_baselines(record: dict) -> list[str]:
     conditions = record["figures"]["conditions"]
     rows = []
     for condition, block in conditions.items():
-        for grader in ("v2", "v3"):
+        for grader in ("v3",):  # v2's rows are in the result file
             agents = block["graders"][grader]
             rows.append([condition, block["seeds"], grader,
                          *[f"{agents[a]['final_score']:.3f} ± {(agents[a]['ci95'][1] - agents[a]['ci95'][0]) / 2:.3f}"
                            for a in REFERENCES if a in agents]])
-    mae_rows = [[c, *[num(block["graders"]["v3"][a]["belief_mae"]) for a in REFERENCES if a in block["graders"]["v3"]],
-                 *[num(block["ms_per_week"].get(a), "{:.2f}") for a in ("bayes", "search")]]
-                for c, block in conditions.items()]
     out = ["## Baselines", "",
-           "Every reference on the first evaluation seeds of each condition (mean ± 95% CI half-width). `fallback` is "
-           "what a model that never answers validly earns (`protocol.fallback_action`, no belief); `bayes_v3` is the "
-           "Bayesian teacher planning for v3, `search` its inference acting by Monte-Carlo rollouts (the teacher the "
-           "presets distil).", "",
+           "Every reference on the first evaluation seeds (mean ± 95% CI half-width). `fallback`: a model that never "
+           "answers validly (no belief); `bayes_v3`: the Bayesian teacher planning for v3; `search`: its inference "
+           "acting by Monte-Carlo rollouts (the presets' teacher).", "",
            table(["condition", "seeds", "grader", *REFERENCES], rows), "",
-           table(["condition (v3)", *[f"{a} belief MAE" for a in REFERENCES], "bayes ms/week", "search ms/week"],
-                 mae_rows), ""]
+           "Belief MAE and each teacher's ms a week are in the result file.", ""]
     teachers = record["figures"].get("teacher_stage") or {}
     if teachers:
         out += [table(["teacher stage", "weeks", "wall s", "weeks/s", "v3", "worker processes"],
@@ -145,12 +140,15 @@ def section_baselines(record: dict) -> list[str]:
 
 def section_demo(record: dict) -> list[str]:
     run = demo_run(record)
-    rows = []
-    for condition in CONDITIONS:
-        for agent, m in run["players"][condition].items():
-            rows.append([condition, agent, f"{m['v3']:.3f}", f"[{m['ci95'][0]:.3f}, {m['ci95'][1]:.3f}]", num(m["v2"]),
-                         "–" if m["recovery"] is None else f"{pct(m['recovery'])} / {pct(m['recovery_bayes'])}",
-                         num(m["belief_mae"]), pct(m["wins_vs_heuristic"]), f"{m['invalid_rate']:.1%}"])
+    players = run["players"]
+
+    def cell(m):
+        recovery = "" if m["recovery"] is None else f", {pct(m['recovery'])} / {pct(m['recovery_bayes'])}"
+        mae = "" if m["belief_mae"] is None else f" (MAE {m['belief_mae']:.3f})"
+        invalid = f", {m['invalid_rate']:.0%} invalid" if m["invalid_rate"] else ""
+        return f"{m['v3']:.3f} ± {(m['ci95'][1] - m['ci95'][0]) / 2:.3f}{mae}{recovery}{invalid}"
+
+    rows = [[agent, *[cell(players[c][agent]) for c in CONDITIONS]] for agent in players[CONDITIONS[0]]]
     stages = ", ".join(f"{k} {v:.0f} s" for k, v in run["stage_s"].items() if v is not None)
     without = run["sft_without_belief_sum"]
     return ["## What `make demo` trains", "",
@@ -160,13 +158,12 @@ def section_demo(record: dict) -> list[str]:
             f"{num(run['gate_se'], '{:.4f}')} on held-out training weeks; headline `{run['headline']}`). Seeds: "
             + ", ".join(f"{c} {s}" for c, s in run["seeds"].items()) + ". Recovery is of the search / the Bayesian "
             "teacher's margin over the heuristic.", "",
-            table(["condition", "agent", "v3", "95% CI", "v2", "recovery", "belief MAE", "wins vs heuristic", "invalid"],
-                  rows), "",
-            "Each belief after a week's first is the previous one plus the increment the student has just written "
-            "(the decoder forces the sum). The same SFT weights writing every belief themselves: "
-            + ", ".join(f"{c} belief MAE {without[c]['belief_mae']:.3f} (v3 {without[c]['v3']:.3f})" for c in CONDITIONS)
-            + ".", "",
-            "Asset checks: " + ", ".join(f"`{k}` {v}" for k, v in run["checks"].items()) + ".", "",
+            table(["agent: v3 ± 95% CI (belief MAE), recovery", *CONDITIONS], rows), "",
+            "The students' beliefs are the decoder's sums of their own increments; the same SFT weights writing every "
+            "belief themselves: belief MAE " + " / ".join(f"{without[c]['belief_mae']:.3f}" for c in CONDITIONS)
+            + " (v3 " + " / ".join(f"{without[c]['v3']:.3f}" for c in CONDITIONS) + ").", "",
+            f"Asset checks: {sum(v == 'passed' for v in run['checks'].values())} of {len(run['checks'])} passed"
+            + "".join(f"; `{k}` {v}" for k, v in run["checks"].items() if v != "passed") + ".", "",
             source(record), ""]
 
 
@@ -196,10 +193,14 @@ def section_paired(record: dict, title: str, text: str) -> list[str]:
     if figures.get("pairs"):
         rows = [[c, label, p["v3"]["weeks"], f"{p['v3']['mean']:+.4f} ± {p['v3']['se']:.4f}",
                  f"{p['belief_mae']['mean']:+.4f} ± {p['belief_mae']['se']:.4f}"]
-                for c, pairs in figures["pairs"].items() for label, p in pairs.items()]
+                for c, pairs in figures["pairs"].items() for label, p in pairs.items()
+                if label == "mean of the pairs" or len(pairs) == 1]  # each pair's own in the result file
         out += [table(["condition", "pair (b − a)", "weeks", "v3 difference", "belief MAE difference"], rows), ""]
     if figures.get("by_window"):
         students = [n for n in next(iter(next(iter(figures["by_window"].values())).values())) if n != "reference"]
+        if figures.get("pairs"):  # the b side (the change); the a side's rows are in the result file
+            b_side = {label.split(" − ")[0] for pairs in figures["pairs"].values() for label in pairs}
+            students = [n for n in students if n in b_side]
         rows = []
         for student in students:
             cells = []
@@ -212,13 +213,6 @@ def section_paired(record: dict, title: str, text: str) -> list[str]:
         out += [f"Each student against `{figures['reference']}`, pooled over windows {figures['windows']} (Δ v3 ± SE "
                 "per week, final belief MAE in brackets; per window in the result file):", "",
                 table(["student", *CONDITIONS], [[f"`{figures['reference']}` itself", *reference], *rows]), ""]
-    if figures.get("components"):
-        rows = [[c, n, f"{s['v3']['mean']:+.4f} ± {s['v3']['se']:.4f}", f"{s['belief']['mean']:+.4f} ± {s['belief']['se']:.4f}",
-                 f"{s['actions']['mean']:+.4f} ± {s['actions']['se']:.4f}"]
-                for c, by in figures["components"].items() for n, s in by.items()]
-        out += ["Each pooled difference split into v3's belief component and the rest (what the actions earned):", "",
-                table(["condition", "student", f"v3 Δ from {figures['reference']}", "belief component", "actions"], rows),
-                ""]
     return out + [source(record), ""]
 
 
@@ -228,24 +222,20 @@ def section_gpu(record: dict) -> list[str]:
     for name, s in stages.items():
         figures = "; ".join([s["what"]] * ("what" in s) + [f"{k.replace('_', ' ')}: {v}" for k, v in s.items()
                                                            if k not in ("status", "seconds", "peak", "what")])
-        rows.append([name, s.get("status", "–"), num(s.get("seconds"), "{}"), s.get("peak", "–"), figures])
+        rows.append([f"{name} ({s.get('status', '–')})", num(s.get("seconds"), "{}"), s.get("peak", "–"), figures])
     out = ["## On a GPU", "", f"`rhythm gpu-check` on {record['machine'].get('gpu', 'a GPU')}: each stage's seconds, "
-           "figures and peak memory.", "", table(["stage", "status", "seconds", "peak", "figures"], rows), ""]
-    for name, variants in (record["figures"].get("play_variants") or {}).items():
-        out += [f"{name}:", "", table(["variant", "seconds (in generate)", "calls", "peak"],
-                                      [[v["variant"], v["seconds"], v["calls"], v["peak"]] for v in variants]), ""]
+           "figures and peak memory.", "", table(["stage (status)", "seconds", "peak", "figures"], rows), ""]
+    if record["figures"].get("play_variants"):
+        out += ["The play's variants side by side (prompt cache off, cuDNN attention on) are in the result file.", ""]
     return out + [source(record), ""]
 
 
 def section_long(record: dict) -> list[str]:
     figures = record["figures"]
-    rows = [[w["window"], w["condition"], f"{w['bayes_v3']:.3f} ({w['bayes_belief_mae']:.3f})",
-             *[f"{d:+.3f} ± {se:.3f} ({m:.3f})" for d, se, m in w["students"]]] for w in figures["windows"]]
     means = [[c, *[f"{v:+.3f}" for v in vals]] for c, vals in figures["mean_over_windows"].items()]
     return ["## The larger budget (`rhythm distill --preset long`)", "", figures["recipe"], "",
-            table(["window", "condition", "Bayesian teacher (belief MAE)",
-                   *[f"SFT seed {s}: Δ ± SE (MAE)" for s in figures["sft_seeds"]]], rows), "",
-            "Mean over the windows, per SFT seed:", "",
+            f"The SFT student minus the Bayesian teacher (v3), mean over windows "
+            f"{sorted({w['window'] for w in figures['windows']})}, per SFT seed (per window in the result file):", "",
             table(["condition", *[f"seed {s}" for s in figures["sft_seeds"]]], means), "",
             f"Wall time of one run: {figures['wall_s']} s ({figures['stage_s']}).", "", source(record), ""]
 
@@ -264,20 +254,29 @@ def section_flat(record: dict, title: str) -> list[str]:
     figures = dict(record["figures"])
     listed = figures.pop("rows", None)
     record = {**record, "figures": figures}
-    rows = []
+    rows, skipped = [], []
 
-    def walk(prefix, value):
-        if isinstance(value, dict):
+    def walk(prefix, value, depth=0):
+        if isinstance(value, dict) and depth >= 3:
+            skipped.append(prefix)  # finer detail (per step, per stage): the result file has it
+        elif isinstance(value, dict):
             for k, v in value.items():
-                walk(f"{prefix}.{k}" if prefix else str(k), v)
+                walk(f"{prefix}.{k}" if prefix else str(k), v, depth + 1)
         elif isinstance(value, list) and value and isinstance(value[0], dict):
-            for i, v in enumerate(value):
-                walk(f"{prefix}[{i}]", v)
+            skipped.append(prefix)  # per-round detail: the result file has it
+        elif isinstance(value, str) and len(value) > 24:
+            skipped.append(prefix)  # a description, not a figure
         else:
             rows.append([f"`{prefix}`", value if not isinstance(value, list) else ", ".join(map(str, value))])
 
     walk("", record["figures"])
-    out = [f"## {title}", "", record["question"], "", table(["figure", "value"], rows), ""]
+    groups: dict[str, list[str]] = {}
+    for name, value in rows:  # one line per top-level group, its figures by their names under it
+        head, _, rest = name.strip("`").partition(".")
+        shown = f"{value:.4g}" if isinstance(value, float) else value
+        groups.setdefault(head if rest else "", []).append(f"{rest or head} {shown}")
+    out = [f"## {title}", "",
+           *[(f"- **{head}**: " if head else "- ") + ", ".join(items) for head, items in groups.items()], ""]
     if listed:
         flat = [_flat(row) for row in listed]
         columns = list(dict.fromkeys(k for row in flat for k in row))
@@ -310,6 +309,7 @@ def page() -> str:
            "[← README](../README.md) · written by `make results` from the result files in "
            "[`benchmarks/results/`](../benchmarks/results) (each benchmark writes one; "
            "[benchmarks/README.md](../benchmarks/README.md) says which script answers which question). "
+           "Each section shows a benchmark's main figures; its result file holds all of them. "
            "Do not edit this page by hand: `tests/test_results_page.py` fails when it differs from what the files give.",
            ""]
     if demo := load("demo"):

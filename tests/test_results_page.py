@@ -42,3 +42,8 @@ def test_a_changed_result_file_makes_both_stale_and_make_results_rewrites_them(t
     assert module.main([]) == 0
     assert "0.123" in (tmp_path / "README.md").read_text() and "0.123" in (tmp_path / "docs" / "results.md").read_text()
     assert module.main(["--check"]) == 0
+
+
+def test_the_results_page_is_a_short_reference():
+    # figures live in the result files, history in git: the page shows each benchmark's main figures
+    assert len((REPO / "docs" / "results.md").read_text()) < 15_000
