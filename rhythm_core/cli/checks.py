@@ -109,15 +109,11 @@ def check_dataset(args) -> None:
 
 
 def check_env_dataset(args) -> None:
-    from ..env.conditions import check_training_seeds, eval_seed_list
+    from ..env.conditions import check_purpose_seeds
     from ..outputs import check_output_dir
 
     try:
-        if args.purpose == "training":
-            args.seed_list = parse_seeds(args.seeds)
-            check_training_seeds(args.condition, args.seed_list)
-        else:
-            args.seed_list = eval_seed_list(args.condition, args.seeds)
+        args.seed_list = check_purpose_seeds(args.condition, parse_seeds(args.seeds), args.purpose)
     except ValueError as exc:
         raise BadInput(f"--seeds: {exc}") from exc
     check_output_dir(args.out, "env_dataset", overwrite=args.overwrite)

@@ -102,13 +102,29 @@ def parse_seeds(spec: str) -> list[int]:
     return sorted(seeds)
 
 
-def eval_seed_list(condition: str, spec: str) -> list[int]:
-    """Parse a seed spec and insist every seed is an evaluation seed of `condition`."""
-    seeds = parse_seeds(spec)
-    allowed = EVAL_SEEDS[condition]
+def check_eval_seeds(condition: str, seeds) -> list[int]:
+    """Every seed must be an evaluation seed of `condition`; returns them as ints."""
+    allowed = EVAL_SEEDS[get_condition(condition).name]
+    seeds = [check_seed(condition, seed) for seed in seeds]
     for seed in seeds:
-        check_seed(condition, seed)
         if seed not in allowed:
             raise ValueError(f"seed {seed} is not an evaluation seed of {condition} "
                              f"({allowed.start}-{allowed.stop - 1}); training data may use it")
     return seeds
+
+
+def check_purpose_seeds(condition: str, seeds, purpose: str) -> list[int]:
+    """The seeds of weeks played for `purpose`: "training" (`check_training_seeds`) or "evaluation"
+    (`check_eval_seeds`); returns them as ints."""
+    if purpose == "evaluation":
+        return check_eval_seeds(condition, seeds)
+    if purpose != "training":
+        raise ValueError(f"unknown purpose {purpose!r}; allowed: training, evaluation")
+    seeds = [check_seed(condition, seed) for seed in seeds] if condition in TRAINING_SEEDS else list(seeds)
+    check_training_seeds(condition, seeds)
+    return seeds
+
+
+def eval_seed_list(condition: str, spec: str) -> list[int]:
+    """Parse a seed spec and insist every seed is an evaluation seed of `condition`."""
+    return check_eval_seeds(condition, parse_seeds(spec))

@@ -66,7 +66,7 @@ def _as_int_seed(seed) -> int:
 
 def _draw_range(condition: str) -> tuple[int, int]:
     """[low, high) of the episode seeds that a Gymnasium RNG draws (reset without a seed, or a seed
-    outside the condition's range with strict_seeds=False; `_draw_seeds` passes over the tuning seeds
+    outside the condition's range with strict_seeds=False; `draw_training_seeds` passes over the tuning seeds
     in it): the condition's training seeds where it has some (continuous 1000-9999, so drawn episodes
     never touch evaluation seeds), else its whole range (ood and discrete3 are evaluation-only)."""
     training = TRAINING_SEEDS.get(condition)
@@ -76,7 +76,7 @@ def _draw_range(condition: str) -> tuple[int, int]:
     return cond.first_seed, cond.last_seed + 1
 
 
-def _draw_seeds(generator, condition: str, size: int | None = None):
+def draw_training_seeds(generator, condition: str, size: int | None = None):
     """Episode seeds `generator` draws uniformly from `_draw_range`, any that falls on a tuning seed
     (conditions.TUNING_SEEDS: continuous 9500-9699, never training data) drawn again; an int where
     `size` is None, else an int64 array. A draw off the tuning seeds is the one it always was; each
@@ -192,7 +192,7 @@ class VectorRhythmEnv(VectorEnv):
             if self._num_envs is None:
                 raise ValueError("reset() without seeds needs num_envs: VectorRhythmEnv(condition, num_envs=N), "
                                  "or pass the episode seeds")
-            return _draw_seeds(self.np_random, self.condition, self._num_envs)
+            return draw_training_seeds(self.np_random, self.condition, self._num_envs)
         if np.ndim(seed) == 0:  # Gymnasium: an int seed means seed, seed + 1, ... and seeds the env's RNG
             first = _as_int_seed(seed)
             seeds = first + np.arange(self._num_envs or 1, dtype=np.int64)
@@ -207,7 +207,7 @@ class VectorRhythmEnv(VectorEnv):
             if len(outside):
                 seeds = seeds.copy()
                 for i in outside:  # the first draw of a Gymnasium RNG seeded with it, as RhythmEnv.reset does
-                    seeds[i] = _draw_seeds(seeding.np_random(int(seeds[i]))[0], self.condition)
+                    seeds[i] = draw_training_seeds(seeding.np_random(int(seeds[i]))[0], self.condition)
         if first is not None:
             self._np_random, self._np_random_seed = seeding.np_random(first)
         return seeds
@@ -366,7 +366,7 @@ class RhythmEnv(gym.Env):
         if seed is not None and get_condition(self.condition).contains(seed):
             episode_seed = seed
         else:  # no seed, or (strict_seeds=False) one outside the range: the Gymnasium RNG draws it
-            episode_seed = _draw_seeds(self.np_random, self.condition)
+            episode_seed = draw_training_seeds(self.np_random, self.condition)
         batch, _ = self._vec._start(np.array([episode_seed], dtype=np.int64), (options or {}).get("factors"))
         return self._obs(batch), {"seed": episode_seed, "condition": self.condition}
 

@@ -22,9 +22,9 @@ import numpy as np
 
 from ..graders import GRADERS, get_grader
 from ..protocol import fallback_action, render_labeled_turn, render_tool_answer
-from .conditions import EVAL_SEEDS, TRAINING_SEEDS, check_seed, check_training_seeds, get_condition
+from .conditions import TRAINING_SEEDS, check_purpose_seeds, check_training_seeds, get_condition
 from .episode import EpisodeBatch
-from .rhythm_env import RhythmEnv, _draw_seeds
+from .rhythm_env import RhythmEnv, draw_training_seeds
 from .spec import ACTIONS, BELIEF_DIMS, STEPS_PER_EPISODE, action_index
 
 PURPOSES = ("training", "evaluation")
@@ -52,17 +52,14 @@ def week_seed(condition: str, seed, purpose: str, rng: np.random.Generator) -> i
             raise ValueError("an evaluation week needs its seed (evaluation seeds are listed, never drawn)")
         if condition not in TRAINING_SEEDS:
             check_training_seeds(condition, [])  # names the conditions that have training seeds
-        return _draw_seeds(rng, condition)
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) and not (
-            isinstance(seed, float) and seed.is_integer()):
+        return draw_training_seeds(rng, condition)
+    try:
+        whole = not isinstance(seed, (bool, str)) and float(seed).is_integer()
+    except (TypeError, ValueError):
+        whole = False
+    if not whole:
         raise ValueError(f"seed {seed!r} is not an integer")
-    seed = check_seed(condition, int(seed))
-    if purpose == "training":
-        check_training_seeds(condition, [seed])
-    elif seed not in EVAL_SEEDS[condition]:
-        allowed = EVAL_SEEDS[condition]
-        raise ValueError(f"seed {seed} is not an evaluation seed of {condition} ({allowed.start}-{allowed.stop - 1})")
-    return seed
+    return check_purpose_seeds(condition, [int(seed)], purpose)[0]
 
 
 def check_belief(social, morning, work) -> np.ndarray:

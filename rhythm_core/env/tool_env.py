@@ -16,7 +16,7 @@ play the same week, which the group's baseline needs.
 from __future__ import annotations
 
 from ..protocol.prompts import ACTION_DESCRIPTIONS, TOOL_SYSTEM_PROMPT
-from .conditions import check_training_seeds, eval_seed_list, parse_seeds
+from .conditions import check_purpose_seeds, parse_seeds
 from .spec import ACTIONS
 from .text_week import DEFAULT_GRADER, TextWeek, check_purpose
 
@@ -86,13 +86,8 @@ def env_prompt_dataset(condition: str = "continuous", seeds="1000-1999", *, purp
     evaluation seeds."""
     from datasets import Dataset
 
-    check_purpose(purpose)
-    if purpose == "training":
-        seed_list = parse_seeds(seeds) if isinstance(seeds, str) else sorted(set(int(s) for s in seeds))
-        check_training_seeds(condition, seed_list)
-    else:
-        spec = seeds if isinstance(seeds, str) else ",".join(str(int(s)) for s in seeds)
-        seed_list = eval_seed_list(condition, spec)
+    seed_list = check_purpose_seeds(condition, parse_seeds(seeds) if isinstance(seeds, str) else sorted(set(seeds)),
+                                    check_purpose(purpose))
     prompt = [{"role": "system", "content": TOOL_SYSTEM_PROMPT}, {"role": "user", "content": PLAY_REQUEST}]
     return Dataset.from_dict({"prompt": [prompt] * len(seed_list), "condition": [condition] * len(seed_list),
                               "seed": seed_list})
