@@ -303,8 +303,8 @@ def test_rollouts_hold_no_grader_output_and_regrade_without_models(evaluated):
 
 def test_a_students_manifest_entry_says_whether_it_wrote_each_belief_as_the_sum(sft_result, tmp_path):
     """`belief_sum` says whether the belief-sum processor ran, not what the checkpoint asked for: a
-    linear-chain record asks for it, and the tiny student's greedy play runs it; sampled play, or a
-    Qwen2 tokenizer (no whole-number belief tokens: the published 3B student's), runs none."""
+    linear-chain record asks for it, and the tiny student's play runs it, greedy or sampled; a Qwen2
+    tokenizer (no whole-number belief tokens: the published 3B student's) runs none."""
     from rhythm_core.evaluation.rollouts import _play_file
     from rhythm_core.training.models import checkpoint_info, load_model_and_tokenizer
     from rhythm_core.training.qwen2_standin import build_qwen2_standin
@@ -325,7 +325,7 @@ def test_a_students_manifest_entry_says_whether_it_wrote_each_belief_as_the_sum(
         "tiny_greedy": (linear_chain(Path(model_dir), tiny, greedy), True),
         "tiny_greedy_asked_not_to": (lambda: LLMPolicyAgent.from_checkpoint(model_dir, loaded=tiny, sampling=greedy,
                                                                            sum_beliefs=False), False),
-        "tiny_sampled": (linear_chain(Path(model_dir), tiny, sampled), False),
+        "tiny_sampled": (linear_chain(Path(model_dir), tiny, sampled), True),  # the sum drawn as the only choice
         "qwen2_greedy": (linear_chain(standin, load_model_and_tokenizer(str(standin)), greedy), False),
     }
     for name, (make, ran) in players.items():

@@ -2,7 +2,12 @@ import pytest
 import torch
 
 from rhythm_core.training.generation import SamplingConfig, number_processors
-from rhythm_core.training.number_decoding import belief_sum, belief_sum_processor, number_median_processor
+from rhythm_core.training.number_decoding import (
+    belief_sum,
+    belief_sum_processor,
+    number_median_processor,
+    summed_belief_positions,
+)
 from rhythm_core.training.tiny import train_tokenizer
 
 # Answers in the evidence protocol's shape: increments and beliefs, each number one token.
@@ -121,3 +126,31 @@ def test_greedy_decoding_writes_the_sum_where_the_model_would_misadd():
     assert len(number_processors(SamplingConfig(), tok, sum_beliefs=True)) == 2
     assert len(number_processors(SamplingConfig(), tok)) == 1
     assert belief_sum_processor(train_tokenizer(["no digits in this text at all"] * 5)) is None
+
+
+def test_sampling_draws_the_reasoning_but_only_the_sum_as_a_belief_and_the_decoders_numbers_are_found_again():
+    answers = [_answer((a / 100, -b / 100, 0.0), (f"0.{a:02d}", f"0.{b:02d}", "0.5")) for a in range(100) for b in (a, 99 - a)]
+    tok = train_tokenizer(answers * 3)
+    processor = belief_sum_processor(tok, sampled=True)
+    assert processor is not belief_sum_processor(tok)  # greedy's acts on the argmax, this one on the key
+    context = _answer((0.0, 0.0, 0.0), ("0.4", "0.5", "0.5")) + "\nNAP anomaly\n" + _answer((0.12, 0.0, 0.0))
+    ids = torch.tensor([tok(context, add_special_tokens=False)["input_ids"]])
+    # the model prefers 0.41 and leaves 0.52 little mass; sampling can draw nothing but the sum
+    scores = processor(ids, _scores(tok, {"0.41": 0.9, "SLEEP": 0.09, "0.52": 0.01}))
+    drawn = torch.multinomial(torch.softmax(scores, dim=1).repeat(200, 1), 1).flatten()
+    assert {tok.decode([int(i)]) for i in drawn} == {"0.52"}
+    # in the reasoning (no belief key just written) the model's distribution is left as it is
+    reasoning = torch.tensor([tok(context[: context.rindex(",")], add_special_tokens=False)["input_ids"]])
+    free = _scores(tok, {" +0.12": 0.6, " +0.30": 0.4})
+    assert torch.equal(processor(reasoning, free.clone()), free)
+    first = torch.tensor([tok(_answer((0.12, 0.0, 0.0)), add_special_tokens=False)["input_ids"]])
+    assert torch.equal(processor(first, free.clone()), free)  # the week's first belief: nothing to add to
+    assert len(number_processors(SamplingConfig(temperature=1.0), tok, sum_beliefs=True)) == 1  # no median
+    # the positions the decoder wrote are found again in the finished text: the sums, not a free belief
+    week = context + '0.52,"morning":0.5,"work":0.5},"action":"SLEEP"}'
+    week_ids = tok(week, add_special_tokens=False)["input_ids"]
+    found = summed_belief_positions(tok, week_ids)
+    assert [tok.decode([week_ids[p]]) for p in found] == ["0.52", "0.5", "0.5"]
+    assert all(p >= len(tok(context[: context.index("NAP")], add_special_tokens=False)["input_ids"]) for p in found)
+    wrong = tok(context + '0.41,"morning":0.5,"work":0.5}', add_special_tokens=False)["input_ids"]
+    assert [tok.decode([wrong[p]]) for p in summed_belief_positions(tok, wrong)] == ["0.5", "0.5"]  # 0.41 is no sum

@@ -142,29 +142,29 @@ def decoding_config(sampling: SamplingConfig, tokenizer):
 
 def number_processors(sampling: SamplingConfig, tokenizer, sum_beliefs: bool = False):
     """The logits processors `generate` gets: greedy decoding writes a number token as the median of the
-    model's distribution over numbers and, with `sum_beliefs`, a belief as the previous one plus the
-    increment (number_decoding.py; `belief_sum_decoding` decides); sampling is left alone (None: none)."""
+    model's distribution over numbers; with `sum_beliefs`, greedy or sampled, a belief is written as the
+    previous one plus the increment (number_decoding.py; `belief_sum_decoding` decides). None: none."""
     from transformers import LogitsProcessorList
 
     from .number_decoding import number_median_processor
 
-    if sampling.temperature != 0:
-        return None
-    found = [number_median_processor(tokenizer), belief_sum_decoding(sampling, tokenizer, sum_beliefs)]
+    found = [number_median_processor(tokenizer) if sampling.temperature == 0 else None,
+             belief_sum_decoding(sampling, tokenizer, sum_beliefs)]
     found = [p for p in found if p is not None]
     return LogitsProcessorList(found) if found else None
 
 
 def belief_sum_decoding(sampling: SamplingConfig, tokenizer, sum_beliefs: bool):
     """The belief-sum processor (number_decoding.belief_sum_processor) that generation with these
-    arguments runs, or None where it runs none: `sum_beliefs` off, sampling (temperature > 0), or a
-    tokenizer without whole-number belief tokens (Qwen2's gives each digit its own). The one rule for
-    `number_processors` and for what a record says of how a player wrote its beliefs."""
+    arguments runs, or None where it runs none: `sum_beliefs` off, or a tokenizer without whole-number
+    belief tokens (Qwen2's gives each digit its own). Sampling draws the reasoning and the action and
+    writes the sum as greedy play does. The one rule for `number_processors` and for what a record
+    says of how a player wrote its beliefs."""
     from .number_decoding import belief_sum_processor
 
-    if not sum_beliefs or sampling.temperature != 0:
+    if not sum_beliefs:
         return None
-    return belief_sum_processor(tokenizer)
+    return belief_sum_processor(tokenizer, sampled=sampling.temperature != 0)
 
 
 def _left_padded(rows: list[list[int]], pad_id: int):

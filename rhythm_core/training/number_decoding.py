@@ -106,12 +106,10 @@ def belief_sum(context: str) -> tuple[str, float] | None:
 
 
 @lru_cache(maxsize=8)
-def belief_sum_processor(tokenizer):
-    """A transformers LogitsProcessor for greedy decoding that writes each belief number as `belief_sum`
-    of its context, or None when the tokenizer has no whole-number belief tokens. Runs after
-    `NumberMedian`: it acts only where the chosen token is a belief number."""
+def _belief_tables(tokenizer):
+    """(ids of each belief value, belief-token flags, flags of tokens ending in a key's colon) or None
+    when the tokenizer has no whole-number belief tokens."""
     import torch
-    from transformers import LogitsProcessor
 
     kinds = number_kinds(tokenizer)
     if len(kinds) < 2:
@@ -122,28 +120,57 @@ def belief_sum_processor(tokenizer):
         ids_of.setdefault(round(value, DECIMALS), []).append(i)
     is_belief = torch.zeros(len(tokenizer), dtype=torch.bool)
     is_belief[belief_ids] = True
-    on_device: dict = {}  # device -> is_belief there, copied once
+    ends_key = torch.tensor([tokenizer.decode([i]).rstrip().endswith(":") for i in range(len(tokenizer))])
+    return ids_of, is_belief, ends_key
+
+
+def _summed_value(tokenizer, context: list[int]) -> float | None:
+    """The belief sum due after the token ids `context`, or None; the short window is read first and
+    the longer one finds what it does whenever it finds anything."""
+    found = (belief_sum(tokenizer.decode(context[-_SHORT_CONTEXT_TOKENS:], skip_special_tokens=True))
+             or belief_sum(tokenizer.decode(context[-_CONTEXT_TOKENS:], skip_special_tokens=True)))
+    return None if found is None else found[1]
+
+
+@lru_cache(maxsize=16)
+def belief_sum_processor(tokenizer, sampled: bool = False):
+    """A transformers LogitsProcessor that writes each belief number as `belief_sum` of its context, or
+    None when the tokenizer has no whole-number belief tokens. Greedy (`sampled` False) it runs after
+    `NumberMedian` and acts only where the chosen token is a belief number. Sampled, it acts wherever
+    the text ends at a belief key with a sum due (`belief_due`) and leaves the sum the only token to
+    draw: the reasoning and the action stay sampled, the belief is written as play writes it."""
+    import torch
+    from transformers import LogitsProcessor
+
+    tables = _belief_tables(tokenizer)
+    if tables is None:
+        return None
+    ids_of, is_belief, ends_key = tables
+    on_device: dict = {}  # device -> the flags there, copied once
 
     class BeliefSum(LogitsProcessor):
         # One read from the device and one write per step, whatever the rows: on CUDA each per-row
         # read waits for the device (benchmarks/README.md, D22).
         def __call__(self, input_ids, scores):
             if scores.device not in on_device:
-                on_device[scores.device] = is_belief.to(scores.device)
-            flags = on_device[scores.device]
-            top = scores.argmax(dim=1)
-            rows = ((top < len(flags)) & flags[top.clamp(max=len(flags) - 1)]).nonzero().flatten()
+                on_device[scores.device] = (is_belief.to(scores.device), ends_key.to(scores.device))
+            flags, after_key = on_device[scores.device]
+            if sampled:  # at a key: the previous token ends with its colon
+                last = input_ids[:, -1]
+                due = (last < len(after_key)) & after_key[last.clamp(max=len(after_key) - 1)]
+            else:
+                top = scores.argmax(dim=1)
+                due = (top < len(flags)) & flags[top.clamp(max=len(flags) - 1)]
+            rows = due.nonzero().flatten()
             if not len(rows):
                 return scores
             contexts = input_ids[rows, -_CONTEXT_TOKENS:].tolist()
             picked_rows, wanted = [], []
             for k, context in enumerate(contexts):
-                # the longer window finds what the shorter one does whenever the shorter finds anything
-                found = (belief_sum(tokenizer.decode(context[-_SHORT_CONTEXT_TOKENS:], skip_special_tokens=True))
-                         or belief_sum(tokenizer.decode(context, skip_special_tokens=True)))
-                if found is not None and found[1] in ids_of:
+                value = _summed_value(tokenizer, context)
+                if value is not None and value in ids_of:
                     picked_rows.append(k)
-                    wanted.append(ids_of[found[1]])
+                    wanted.append(ids_of[value])
             if not wanted:
                 return scores
             picked = rows[picked_rows]
@@ -151,7 +178,30 @@ def belief_sum_processor(tokenizer):
             width = max(len(ids) for ids in wanted)
             candidates = torch.tensor([ids + ids[:1] * (width - len(ids)) for ids in wanted], device=scores.device)
             chosen = candidates.gather(1, scores[picked[:, None], candidates].argmax(dim=1, keepdim=True)).flatten()
-            scores[picked, chosen] = scores[picked].max(dim=1).values + 1.0
+            if sampled:
+                top_scores = scores[picked, chosen]
+                scores[picked] = float("-inf")
+                scores[picked, chosen] = top_scores
+            else:
+                scores[picked, chosen] = scores[picked].max(dim=1).values + 1.0
             return scores
 
     return BeliefSum()
+
+
+def summed_belief_positions(tokenizer, ids: list[int], start: int = 0) -> list[int]:
+    """Positions p >= `start` of `ids` holding a belief number the sampled `belief_sum_processor` wrote:
+    the text before it ends at a belief key with a sum due, and the token is that sum. Training on a
+    played week masks them: the decoder chose them, not the model."""
+    tables = _belief_tables(tokenizer)
+    if tables is None:
+        return []
+    ids_of, is_belief, ends_key = tables
+    found = []
+    for p in range(max(start, 1), len(ids)):
+        token = ids[p]
+        if token < len(is_belief) and is_belief[token] and ends_key[ids[p - 1]]:
+            value = _summed_value(tokenizer, ids[max(0, p - _CONTEXT_TOKENS):p])
+            if value is not None and token in ids_of.get(value, ()):
+                found.append(p)
+    return found
