@@ -157,6 +157,9 @@ def test_two_whole_week_grpo_steps_train_on_the_policys_tokens_with_the_weeks_gr
     # lengths count the masked-in tokens alone), which is 0 on every environment turn
     logged = [e["completions/mean_length"] for e in trainer.state.log_history if "completions/mean_length" in e]
     assert logged[-1] == pytest.approx(np.mean([sum(m) for m in out["env_mask"]]))
+    # a week ends with its last answer's end of turn: TRL counts it finished, none truncated
+    assert all(c[-1] == tokenizer.eos_token_id for c in out["completion_ids"])
+    assert [e["completions/clipped_ratio"] for e in trainer.state.log_history if "completions/clipped_ratio" in e] == [0, 0]
     for completion, mask in zip(out["completion_ids"], out["env_mask"]):
         assert len(mask) == len(completion) and 0 < sum(mask) < len(mask)
         env_text = tokenizer.decode([t for t, m in zip(completion, mask) if not m])

@@ -61,7 +61,7 @@ from .plots import plot_curves
 from .policy import LLMPolicyAgent
 from .sft import StreamLogs, model_card, with_system_prompt
 from .validation import compare_students, validation_weeks
-from .week_rollouts import WeekRollouts, belief_path, week_grade, week_openings
+from .week_rollouts import WeekRollouts, week_grade, week_openings
 
 
 @dataclass
@@ -92,12 +92,10 @@ class GRPORunConfig:
     seed: int = 0
     # "step": one decision a prompt, the action sampled after the SFT student's own reasoning and belief
     # (the module docstring); "week": whole weeks sampled by the policy, the week's grade the reward
-    # (week_rollouts.py), `week_seeds` training weeks from `student_seeds_start` on; level with its SFT
-    # start at the demo's budget and slower (benchmarks/README.md, D37).
+    # (week_rollouts.py), `week_seeds` training weeks from `student_seeds_start` on. Neither moved the
+    # demo's student beyond noise; "week" takes about twice the stage's time (benchmarks/README.md, D37).
     design: str = "step"
     week_seeds: int = 16
-    # "week": the weight of `belief_path` (every answer's belief skill, averaged) beside the week's grade
-    week_belief_path_weight: float = 0.0
     # The gate (training/validation.py): after training, the GRPO student and its SFT start play up to
     # this many of the dataset's validation weeks (held-out training seeds) under `grader`; 0 skips it.
     validation_weeks: int = 64
@@ -363,8 +361,6 @@ def run_grpo(config: GRPORunConfig, dataset_dir, init_dir, out_dir, *, on_log: C
         model, tokenizer = load_model_and_tokenizer(str(init_dir), for_training=True, full_parameters=not is_adapter)
         prompts, rollout_func = week_design(config, tokenizer, variant, prompt_format, info)
         reward_funcs, reward_weights = [week_grade], [1.0]
-        if config.week_belief_path_weight:
-            reward_funcs, reward_weights = [week_grade, belief_path], [1.0, config.week_belief_path_weight]
     else:
         greedy = SamplingConfig(max_new_tokens=config.max_completion_length, temperature=0.0)
         model, tokenizer, student = policy_and_frozen_start(init_dir, greedy)

@@ -9,8 +9,7 @@ the previous one plus its increment, sampled as in play (`number_decoding.belief
 numbers are the decoder's, masked too, so GRPO moves the reasoning, the increments and the action. The
 log-probabilities are a forward of the policy over that sequence, as TRL computes its own. The week's
 grade (every component, belief included) reaches the reward functions as `week_grade`, its components
-as `grade_<name>`, and the skill of the belief after every answer, averaged over the week, as
-`belief_path_skill` (credit for each answer's increment, not only the last belief's).
+as `grade_<name>`.
 """
 
 from __future__ import annotations
@@ -42,8 +41,8 @@ def week_openings(condition: str, seeds, *, variant: str, prompt_format: str) ->
 
 def week_token_ids(tokenizer, conversation: list[dict], summed_beliefs: bool = False) -> tuple[list[int], list[int], list[int]]:
     """(prompt ids, completion ids, env_mask) of a played week's conversation: the prompt up to the
-    first answer's generation prompt; the mask 1 on each answer's tokens and the end-of-turn token
-    that closed it, 0 on what the environment and the template wrote and, with `summed_beliefs`, on
+    first answer's generation prompt, the completion up to the last answer's end-of-turn token; the
+    mask 1 on each answer's tokens and the end-of-turn token that closed it, 0 on what the environment and the template wrote and, with `summed_beliefs`, on
     the belief numbers the decoder wrote as sums."""
     from .number_decoding import summed_belief_positions
     from .prompt_tokens import conversation_ids
@@ -64,7 +63,8 @@ def week_token_ids(tokenizer, conversation: list[dict], summed_beliefs: bool = F
     first = len(starts[0])
     for p in summed_belief_positions(tokenizer, ids, first) if summed_beliefs else ():
         mask[p] = 0
-    return ids[:first], ids[first:], mask[first:]
+    # the week ends with its last answer's end-of-turn token, so TRL counts it finished, not truncated
+    return ids[:first], ids[first:end], mask[first:end]
 
 
 def completion_logprobs(model, prompt_ids: list[list[int]], completion_ids: list[list[int]],
@@ -150,34 +150,18 @@ class WeekRollouts:
                              beliefs, invalid)
         scores, parts = get_grader(self.grader).grade_batch(batch)
         mae = batch.belief_mae()
-        path_skill = belief_path_skill(batch)
         weeks = []
         for n in range(len(seeds)):
             conversation = agent.conversations[n] + [{"role": "assistant", "content": agent.answers[n][-1]}]
             prompt_ids, completion_ids, env_mask = week_token_ids(self.tokenizer, conversation, self.sum_beliefs)
             weeks.append({"prompt_ids": prompt_ids, "completion_ids": completion_ids, "env_mask": env_mask,
                           "week_grade": float(scores[n]), "belief_mae": float(np.nan_to_num(mae[n], nan=1.0)),
-                          "invalid_answers": int(invalid[n].sum()), "belief_path_skill": float(path_skill[n]),
+                          "invalid_answers": int(invalid[n].sum()),
                           **{f"grade_{name}": float(v[n]) for name, v in parts.items()}})
         return weeks
-
-
-def belief_path_skill(batch: EpisodeBatch) -> np.ndarray:
-    """Per week, v3's belief skill (1 - MAE / the population prior's MAE) of the belief held after each
-    answer, averaged over the week's answers; no belief yet counts as no skill."""
-    from ..env.profiles import prior_stats
-
-    _, prior_mae = prior_stats(batch.condition)
-    errors = np.abs(batch.beliefs - batch.true_belief[:, None, :]).mean(axis=2)
-    return np.where(np.isnan(errors), 0.0, 1.0 - np.nan_to_num(errors) / prior_mae).mean(axis=1)
 
 
 def week_grade(completions, week_grade, **kwargs) -> list[float]:
     """The reward: the grader's score of the whole week (WeekRollouts' `week_grade`)."""
     return [float(v) for v in week_grade]
 
-
-def belief_path(completions, belief_path_skill, **kwargs) -> list[float]:
-    """A per-answer reward term: the skill of every belief of the week, averaged (WeekRollouts'
-    `belief_path_skill`)."""
-    return [float(v) for v in belief_path_skill]
