@@ -215,3 +215,19 @@ def test_the_grpo_stage_takes_the_week_design_by_name_and_refuses_what_it_cannot
     # the session's student reads its week as one table a step: no conversation to sample whole
     with pytest.raises(ValueError, match="whole-week GRPO needs a chat format"):
         run_grpo(GRPORunConfig(design="week"), short_dataset / "sft", init, short_dataset / "grpo_week")
+
+
+def test_a_qwen2_tokenizers_week_masks_the_environment_and_leaves_its_digit_beliefs_to_the_model(tmp_path):
+    """The published student's tokenizer (Qwen2's: every digit a token of its own) renders a week turn
+    by turn; no whole-number belief tokens, so the decoder writes no sum and every answer token trains."""
+    from rhythm_core.training.models import load_model_and_tokenizer
+    from rhythm_core.training.qwen2_standin import build_qwen2_standin
+
+    conversation = _played_conversation(1100, _chain_answers(np.random.default_rng(0)))
+    _, tokenizer = load_model_and_tokenizer(str(build_qwen2_standin(tmp_path / "qwen2", [m["content"] for m in conversation] * 3)))
+    _, completion_ids, plain = week_token_ids(tokenizer, conversation)
+    _, same_ids, summed = week_token_ids(tokenizer, conversation, summed_beliefs=True)
+    assert same_ids == completion_ids and summed == plain and completion_ids[-1] == tokenizer.eos_token_id
+    answers = [m["content"] for m in conversation if m["role"] == "assistant"]
+    kept = tokenizer.decode([t for t, m in zip(completion_ids, plain) if m])
+    assert kept == "".join(a + tokenizer.eos_token for a in answers)
