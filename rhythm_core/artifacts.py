@@ -100,6 +100,13 @@ def sha256_dir(path) -> str:
 STAGING_PREFIX = ".staging-"
 
 
+def is_version_folder(name: str) -> bool:
+    """Whether a folder named `name` under a stage can be a published version: staging folders (which
+    hold their record just before the rename into place) and replaced versions (`.old-…`) are dot
+    folders, never versions."""
+    return not name.startswith(".")
+
+
 def _owner() -> str:
     return f"{socket.gethostname().replace('-', '_')}-{os.getpid()}"
 

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from .artifacts import write_result
+from .artifacts import is_version_folder, write_result
 from .data.stages import dataset_stage, reeval_stage
 from .evaluation.results import eval_results_stage
 from .evaluation.rollouts import DEFAULT_EVAL_SEEDS, eval_rollouts_stage, teacher_player
@@ -80,7 +80,7 @@ def resolve_preset(preset: str | dict) -> dict:
 
 def _published(run_dir: Path, stage: str) -> dict:
     """The one published version of `stage` in an earlier run's output folder."""
-    versions = [d for d in sorted((run_dir / stage).glob("*")) if d.is_dir() and not d.name.startswith(".")]
+    versions = [d for d in sorted((run_dir / stage).glob("*")) if d.is_dir() and is_version_folder(d.name)]
     if len(versions) != 1:
         raise ValueError(f"{run_dir / stage}: expected exactly one published version to reuse, found {len(versions)}")
     return {"path": str(versions[0]), "version": versions[0].name}

@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .artifacts import ArtifactChanged, check_record, sha256_file, verify_artifact
+from .artifacts import ArtifactChanged, check_record, is_version_folder, sha256_file, verify_artifact
 from .errors import UserError
 from .outputs import FETCHED_STAMP as _FETCHED
 from .outputs import FILES_MANIFEST
@@ -150,10 +150,9 @@ class LocalStore:
         """The shared staging files a later step reads: here they already are."""
 
     def list_versions(self, prefix: str) -> list[str]:
-        """The published versions (folders with their record) right under `prefix`, by name; a staging
-        folder that already holds its record (it is being renamed into place) is none of them."""
+        """The published versions (folders with their record) right under `prefix`, by name."""
         return sorted(str(p.parent) for p in (self.root / prefix).glob(f"*/{FILES_MANIFEST}")
-                      if not p.parent.name.startswith("."))
+                      if is_version_folder(p.parent.name))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -469,7 +468,7 @@ class ObjectStore:
         """The published versions (folders with their record) right under `prefix`, as URLs."""
         base = self._key(f"{self.url}/{prefix}")
         found = [p.rsplit("/", 1)[0] for p in self.fs.glob(f"{base}/*/{FILES_MANIFEST}")]
-        return sorted(f"{self.protocol}://{p}" for p in found if not p.rsplit("/", 1)[-1].startswith("."))
+        return sorted(f"{self.protocol}://{p}" for p in found if is_version_folder(p.rsplit("/", 1)[-1]))
 
 
 def _mtime(info: dict) -> float:

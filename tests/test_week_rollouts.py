@@ -231,3 +231,20 @@ def test_a_qwen2_tokenizers_week_masks_the_environment_and_leaves_its_digit_beli
     answers = [m["content"] for m in conversation if m["role"] == "assistant"]
     kept = tokenizer.decode([t for t, m in zip(completion_ids, plain) if m])
     assert kept == "".join(a + tokenizer.eos_token for a in answers)
+
+
+def test_the_stages_weeks_write_beliefs_as_the_checkpoint_plays_and_stay_on_training_seeds(tiny):
+    """`week_design` plays a linear-chain checkpoint's weeks with the belief sum (as evaluation does)
+    and an innovation-chain one's without; its weeks are the training weeks the config names."""
+    from rhythm_core.training.grpo import GRPORunConfig, week_design
+
+    _, tokenizer = tiny
+    config = GRPORunConfig(design="week", week_seeds=3, max_steps=2)
+    for form, summed in (("linear", True), ("innovation", False)):
+        prompts, rollouts = week_design(config, tokenizer, "compact", "chat_labeled",
+                                        {"readout_form": form, "max_answer_tokens": 40})
+        assert rollouts.sum_beliefs is summed and rollouts.max_new_tokens == 60
+    assert sorted(s for _, s in rollouts.weeks.values()) == [9000, 9001, 9002]
+    assert len(prompts) == config.max_steps * (config.completions_per_step // config.num_generations)
+    with pytest.raises(ValueError, match="tuning seed"):
+        week_design(GRPORunConfig(design="week", student_seeds_start=9500), tokenizer, "compact", "chat_labeled", {})

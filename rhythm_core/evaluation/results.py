@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..artifacts import atomic_write_text, files_digest, publish_dir, staging, verify_artifact
+from ..artifacts import atomic_write_text, files_digest, is_version_folder, publish_dir, staging, verify_artifact
 from ..env.conditions import CONDITIONS
 from ..env.episode import EpisodeBatch
 from ..env.profiles import prior_stats
@@ -388,8 +388,7 @@ def append_history(history_dir, results: dict, *, run_id: str, timestamp: float,
     folder; re-running the same run id replaces its rows."""
     history_dir = Path(history_dir)
     write_history(history_dir, results, run_id=run_id, timestamp=timestamp, rollouts_version=rollouts_version)
-    # a staging folder holds its record just before its rename into place: not yet (or no longer) a version
-    folders = [p.parent for p in sorted(history_dir.glob(f"*/{FILES_MANIFEST}")) if not p.parent.name.startswith(".")]
+    folders = [p.parent for p in sorted(history_dir.glob(f"*/{FILES_MANIFEST}")) if is_version_folder(p.parent.name)]
     for folder in folders:
         verify_artifact(folder)
     return read_history(folders, legacy=history_dir.parent / "history.parquet")

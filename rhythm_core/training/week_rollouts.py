@@ -42,8 +42,8 @@ def week_openings(condition: str, seeds, *, variant: str, prompt_format: str) ->
 def week_token_ids(tokenizer, conversation: list[dict], summed_beliefs: bool = False) -> tuple[list[int], list[int], list[int]]:
     """(prompt ids, completion ids, env_mask) of a played week's conversation: the prompt up to the
     first answer's generation prompt, the completion up to the last answer's end-of-turn token; the
-    mask 1 on each answer's tokens and the end-of-turn token that closed it, 0 on what the environment and the template wrote and, with `summed_beliefs`, on
-    the belief numbers the decoder wrote as sums."""
+    mask 1 on each answer's tokens and the end-of-turn token that closed it, 0 on what the environment
+    and the template wrote and, with `summed_beliefs`, on the belief numbers the decoder wrote as sums."""
     from .number_decoding import summed_belief_positions
     from .prompt_tokens import conversation_ids
 
@@ -164,4 +164,3 @@ class WeekRollouts:
 def week_grade(completions, week_grade, **kwargs) -> list[float]:
     """The reward: the grader's score of the whole week (WeekRollouts' `week_grade`)."""
     return [float(v) for v in week_grade]
-
