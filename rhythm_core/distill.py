@@ -12,10 +12,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from .artifacts import is_version_folder, write_result
 from .data.stages import dataset_stage, reeval_stage
 from .evaluation.results import eval_results_stage
 from .evaluation.rollouts import DEFAULT_EVAL_SEEDS, eval_rollouts_stage, teacher_player
+from .store import is_version_folder, path_under, write_result
 from .teacher.settings import DEFAULT_BACKEND, TeacherSettings
 from .teacher.stage import teacher_stage
 from .training.entry import run_stage
@@ -114,7 +114,7 @@ def run_distillation(out, preset: str | dict = DEFAULT_PRESET, *, grader: str = 
 
     # what the checkpoints record of their data (the evaluation names the teacher they were distilled from)
     made_from = data.get("provenance") or json.loads((Path(data["path"]) / "provenance.json").read_text())
-    provenance = {"sft_dataset": data["path"], "sft_dataset_version": data["version"],
+    provenance = {"sft_dataset": path_under(data["path"], root), "sft_dataset_version": data["version"],
                   "teacher": made_from["teacher"]["id"]}
 
     def train(stage, config, init=None):

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 import threading
 import time
@@ -181,6 +180,7 @@ def _run_demo() -> int:
 
     instance = dg.DagsterInstance.get()  # DAGSTER_HOME (the Makefile points it at ./dagster_home)
     from rhythm_core.errors import UserError
+    from rhythm_core.evaluation.steps import remove_run_staging
     from rhythm_pipeline.defs.resources import artifact_store_from_env
 
     try:  # a store that cannot be used is one line before any work (RHYTHM_ARTIFACTS)
@@ -228,7 +228,7 @@ def _run_demo() -> int:
         done.set()
         watcher.join(timeout=30)
         # what the evaluation steps staged for a run that stopped before publishing it
-        shutil.rmtree(store.cache / "eval_rollouts" / f".staging-run-{run_id}", ignore_errors=True)
+        remove_run_staging(store, run_id)
     wall = time.perf_counter() - start
 
     success = instance.get_run_by_id(run_id).status == dg.DagsterRunStatus.SUCCESS

@@ -67,6 +67,8 @@ def versioned_output(value: dict, metadata: dict, version: str | None = None) ->
     """
     if value.get("files_digest"):  # what the files_unchanged check and every reader verify against
         metadata = {**metadata, "files_digest": value["files_digest"]}
+    if value.get("adopted"):  # the version was published before with other files: that one was kept
+        metadata = {**metadata, "kept_published": True, "adopted": value["adopted"]}
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=dg.BetaWarning)
         return dg.Output(value, data_version=dg.DataVersion(version or value["version"]), metadata=tidy_metadata(metadata))

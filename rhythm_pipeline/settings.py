@@ -30,7 +30,7 @@ GRADING_AUTOMATION = dg.AutomationCondition.eager() | dg.AutomationCondition.cod
 
 def artifact_root(context) -> Path:
     """The local folder this process's stages publish into: the artifact root (RHYTHM_ARTIFACTS, else
-    the instance's storage/rhythm), or an object store's local cache (rhythm_core/store.py)."""
+    the instance's storage/rhythm), or an object store's local cache (rhythm_core/store/)."""
     from rhythm_pipeline.defs.resources import artifact_store_from_env
 
     root = artifact_store_from_env().store(context.instance).cache

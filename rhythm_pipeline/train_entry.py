@@ -12,8 +12,8 @@ import traceback
 
 from dagster_pipes import open_dagster_pipes
 
-from rhythm_core.artifacts import write_result
 from rhythm_core.processes import die_with_parent, parent_pid
+from rhythm_core.store import write_result
 from rhythm_core.training.entry import run_stage
 
 

@@ -59,3 +59,27 @@ def instance(tmp_path, monkeypatch):
     (tmp_path / "dagster").mkdir()
     with dg.instance_for_test(temp_dir=str(tmp_path / "dagster")) as inst:
         yield inst
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory):
+    """A real S3 server (SeaweedFS on 127.0.0.1), one per test module."""
+    from tests.s3_server import seaweedfs
+
+    with seaweedfs(tmp_path_factory.mktemp("seaweedfs")) as server:
+        yield server
+
+
+@pytest.fixture
+def store(s3, tmp_path, monkeypatch):
+    """An object store on a bucket of its own, its cache under tmp_path, the AWS variables set."""
+    import uuid
+
+    from rhythm_core.store import open_store
+
+    for name, value in s3.env.items():
+        monkeypatch.setenv(name, value)
+    bucket = s3.make_bucket(f"rhythm-{uuid.uuid4().hex[:10]}")
+    opened = open_store(f"s3://{bucket}/artifacts", default_root=tmp_path / "root", cache=tmp_path / "cache")
+    opened.check()
+    return opened

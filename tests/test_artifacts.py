@@ -10,10 +10,9 @@ import sys
 import dagster as dg
 import pytest
 
-from rhythm_core.artifacts import ArtifactChanged, remove_stale_staging, staging_dir, verify_artifact
 from rhythm_core.cli import main
 from rhythm_core.data.stages import dataset_stage, reeval_stage
-from rhythm_core.outputs import FILES_MANIFEST
+from rhythm_core.store import FILES_MANIFEST, ArtifactChanged, remove_stale_staging, staging_dir, verify_artifact
 from rhythm_core.teacher.settings import TeacherSettings
 from rhythm_core.teacher.stage import teacher_stage
 from rhythm_pipeline.defs.resources import artifact_store_from_env

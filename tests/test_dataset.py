@@ -464,7 +464,7 @@ def test_push_to_a_branch_and_token_guard(built, tmp_path):
 def test_publish_puts_the_previous_version_back_if_the_final_rename_fails(tmp_path, monkeypatch):
     import os
 
-    from rhythm_core.artifacts import publish_dir
+    from rhythm_core.store import publish_dir
 
     final, staged = tmp_path / "v1", tmp_path / ".staging-x"
     final.mkdir()

@@ -389,9 +389,9 @@ def test_every_checkpoint_that_played_gets_its_recovery_whatever_its_name(tmp_pa
     from functools import partial
 
     from rhythm_core.agents import get_agent
-    from rhythm_core.artifacts import staging
     from rhythm_core.evaluation.results import headline_figures, markdown_table, recovery, student_gaps, student_names
     from rhythm_core.evaluation.rollouts import _play_file, publish_rollouts
+    from rhythm_core.store import staging
 
     players = {"grpo": ("heuristic_const_belief", {"backend": "checkpoint", "model": "/models/grpo", "id": "grpo"}),
                "student_lookalike": ("random", {"backend": "baseline", "model": "random", "id": "student_lookalike"}),

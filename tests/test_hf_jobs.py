@@ -571,7 +571,7 @@ def test_job_script_is_the_source_of_an_importable_module():
 
 
 def test_rebase_paths_moves_paths_under_the_job_directory_only():
-    from rhythm_core.artifacts import rebase_paths
+    from rhythm_core.store import rebase_paths
 
     result = {"path": "/tmp/rhythm-job-x/out", "model_dir": "/tmp/rhythm-job-x/out/model", "steps": 3,
               "base_path": "tiny", "sibling": "/tmp/rhythm-job-x/outside"}

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import polars as pl
 
-from rhythm_core.artifacts import publish_dir, staging, staging_dir, verify_artifact
 from rhythm_core.evaluation.results import append_history, read_history
+from rhythm_core.store import publish_dir, staging, staging_dir, verify_artifact
 from tests.test_operations import _results
 
 REPO = Path(__file__).resolve().parents[1]
@@ -101,8 +101,7 @@ def test_a_rerun_of_the_same_run_replaces_its_rows_and_an_older_history_file_is_
 
 
 def test_a_staging_folder_that_already_holds_its_record_is_no_version(tmp_path):
-    from rhythm_core.artifacts import write_files_manifest
-    from rhythm_core.store import LocalStore
+    from rhythm_core.store import LocalStore, write_files_manifest
 
     history = tmp_path / "eval_results" / "history"
     append_history(history, _results(0.4), run_id="a", timestamp=1.0, rollouts_version="r1")

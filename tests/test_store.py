@@ -14,28 +14,19 @@ from pathlib import Path
 
 import pytest
 
-from rhythm_core.artifacts import ArtifactChanged, publish_dir, staging, write_files_manifest
-from rhythm_core.outputs import FILES_MANIFEST
-from rhythm_core.store import LocalStore, ObjectStore, StoreUnavailable, open_store
-from tests.s3_server import seaweedfs
+from rhythm_core.store import (
+    FILES_MANIFEST,
+    ArtifactChanged,
+    LocalStore,
+    ObjectStore,
+    StoreUnavailable,
+    open_store,
+    publish_dir,
+    staging,
+    write_files_manifest,
+)
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def s3(tmp_path_factory):
-    with seaweedfs(tmp_path_factory.mktemp("seaweedfs")) as server:
-        yield server
-
-
-@pytest.fixture
-def store(s3, tmp_path, monkeypatch):
-    for name, value in s3.env.items():
-        monkeypatch.setenv(name, value)
-    bucket = s3.make_bucket(f"rhythm-{uuid.uuid4().hex[:10]}")
-    opened = open_store(f"s3://{bucket}/artifacts", default_root=tmp_path / "root", cache=tmp_path / "cache")
-    opened.check()
-    return opened
 
 
 def _artifact(root: Path, name: str = "0123456789abcdef", files: dict | None = None) -> Path:
@@ -50,7 +41,7 @@ def _artifact(root: Path, name: str = "0123456789abcdef", files: dict | None = N
 
 def test_a_published_version_round_trips_through_the_store_and_is_fetched_once(store, tmp_path):
     folder = _artifact(store.cache)
-    url = store.publish(folder)
+    url = store.publish(folder).url
     assert url == f"{store.url}/stage/0123456789abcdef" and store.exists(f"{url}/{FILES_MANIFEST}")
 
     reader = ObjectStore(store.url, tmp_path / "reader-cache")  # another machine: an empty cache
@@ -75,18 +66,23 @@ def test_values_carry_store_urls_between_steps_and_cache_paths_inside_one(store,
     assert (Path(local["path"]) / "a.txt").read_text() == "alpha\n"
 
 
+def _object(store, url: str, name: str) -> str:
+    return f"{store._data_key(url, store._record(url))}/{name}"
+
+
 def test_a_published_version_is_never_overwritten(store):
-    url = store.publish(_artifact(store.cache))
-    other = _artifact(store.cache, files={"a.txt": "something else\n"})  # same name, other files
-    with pytest.raises(ArtifactChanged, match="published versions never change"):
-        store.publish(other)
-    assert store.fs.cat_file(store._key(f"{url}/a.txt")) == b"alpha\n"
+    url = store.publish(_artifact(store.cache)).url
+    other = _artifact(store.cache, files={"a.txt": "something else\n"})  # same version, other files
+    published = store.publish(other)
+    assert published.adopted and "already published" in published.adopted
+    assert store.fs.cat_file(_object(store, url, "a.txt")) == b"alpha\n"
+    assert (other / "a.txt").read_text() == "alpha\n"  # this run reads the published version
 
 
 def test_a_file_changed_on_the_store_is_caught_by_the_check_and_by_the_next_reader(store, tmp_path):
-    url = store.publish(_artifact(store.cache))
+    url = store.publish(_artifact(store.cache)).url
     recorded = json.loads((store.cache / "stage" / "0123456789abcdef" / FILES_MANIFEST).read_text())
-    store.fs.pipe_file(store._key(f"{url}/sub/b.bin"), b"tampered\n")
+    store.fs.pipe_file(_object(store, url, "sub/b.bin"), b"tampered\n")
     with pytest.raises(ArtifactChanged) as checked:
         store.verify(url, recorded["digest"])
     message = str(checked.value)
@@ -96,17 +92,22 @@ def test_a_file_changed_on_the_store_is_caught_by_the_check_and_by_the_next_read
     assert not (tmp_path / "fresh" / "stage" / "0123456789abcdef").exists()  # nothing half-fetched is kept
 
 
-def test_a_version_whose_record_never_arrived_does_not_exist_and_is_cleaned_up(store, tmp_path):
+def test_a_version_whose_record_never_arrived_does_not_exist_and_its_uploads_are_removed(store, tmp_path, monkeypatch):
+    from rhythm_core.store import objects
+
     folder = _artifact(store.cache)
-    key = store._key(store.url_of(folder))
-    store.fs.put_file(str(folder / "a.txt"), f"{key}/a.txt")  # an upload killed before its record
     url = store.url_of(folder)
+    orphan = f"{store._key(url)}/.rhythm-data/killed-writer"
+    store.fs.put_file(str(folder / "a.txt"), f"{orphan}/a.txt")  # an upload killed before its record
     with pytest.raises(ArtifactChanged, match="no published artifact holds it"):
         ObjectStore(store.url, tmp_path / "r").fetch(url)
     assert store.list_versions("stage") == []
-    assert store.remove_incomplete("stage", older_than_s=3600) == []  # young: maybe an upload in flight
-    assert store.remove_incomplete("stage", older_than_s=0) == [url]
-    assert store.publish(folder) == url and store.list_versions("stage") == [url]
+    assert store.publish(folder).url == url and store.list_versions("stage") == [url]
+    assert store.fs.exists(f"{orphan}/a.txt")  # young: maybe a writer still uploading
+    monkeypatch.setattr(objects, "ORPHAN_GRACE_S", 0)
+    store.publish(folder)  # the next publish in the version removes what no record names
+    assert not store.fs.exists(f"{orphan}/a.txt")
+    assert ObjectStore(store.url, tmp_path / "r2").fetch(f"{url}/a.txt").read_text() == "alpha\n"
 
 
 def test_a_publish_killed_after_some_files_leaves_no_version_and_the_next_run_completes_it(store, s3, tmp_path):
@@ -131,7 +132,7 @@ def test_a_publish_killed_after_some_files_leaves_no_version_and_the_next_run_co
     assert len(store.fs.find(store._key(url))) == 3  # three files up, no record
     with pytest.raises(ArtifactChanged):
         ObjectStore(store.url, tmp_path / "reader").fetch(url)
-    assert store.publish(folder) == url  # the re-run completes it
+    assert store.publish(folder).url == url  # the re-run completes it
     assert ObjectStore(store.url, tmp_path / "reader").fetch(f"{url}/f5.txt").read_text() == "5\n" * 1000
 
 
@@ -185,7 +186,7 @@ def test_a_local_store_is_the_folder_itself(tmp_path):
     opened = open_store("", default_root=tmp_path / "root")
     assert isinstance(opened, LocalStore) and opened.cache == tmp_path / "root"
     folder = _artifact(opened.cache)
-    assert opened.publish(folder) == str(folder) and opened.fetch(folder) == folder
+    assert opened.publish(folder).url == str(folder) and opened.fetch(folder) == folder
     write_files_manifest(folder, "checkpoint", published=True)
     (folder / "a.txt").write_text("changed\n")
     with pytest.raises(ArtifactChanged, match="a.txt: changed after it was published"):

@@ -94,3 +94,16 @@ def test_the_lineage_on_s3_with_empty_caches_matches_a_local_root_and_regrades_f
         assert regrade.returncode == 0, regrade.stdout[-3000:] + regrade.stderr[-3000:]
         assert json.loads(regrade.stdout.strip().splitlines()[-1])["success"]
         assert not (store_home / "storage" / "rhythm").exists()
+
+        # A change on the store behind a warm cache: the next regrade fails naming the file.
+        warm = {**env, "RHYTHM_GRADER": "v2", "RHYTHM_ARTIFACT_CACHE": str(tmp_path / "warm")}
+        assert _run(["rhythm_pipeline.ops", "run", "regrade"], warm).returncode == 0  # fills the cache
+        fs = s3.filesystem()
+        record_key = next(p for p in listed if "/teacher_trajectories/" in p and p.endswith("/.rhythm-files.json"))
+        record = json.loads(fs.cat_file(record_key))
+        data = f"{record_key.rsplit('/', 1)[0]}/.rhythm-data/{record['data']}/trajectories.jsonl"
+        original = fs.cat_file(data)
+        fs.pipe_file(data, original.replace(b"}", b"} ", 1))
+        failed = _run(["rhythm_pipeline.ops", "run", "regrade"], warm)
+        assert failed.returncode == 1
+        assert "trajectories.jsonl: changed after it was published" in failed.stdout + failed.stderr

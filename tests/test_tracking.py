@@ -283,9 +283,9 @@ def stub_eval_rollouts(context) -> dict:
     from functools import partial
 
     from rhythm_core.agents import get_agent
-    from rhythm_core.artifacts import staging
     from rhythm_core.env.conditions import eval_seed_list
     from rhythm_core.evaluation.rollouts import _play_file, play_condition, publish_rollouts
+    from rhythm_core.store import staging
     from rhythm_core.training.generation import SamplingConfig
     from rhythm_pipeline.settings import artifact_root
 

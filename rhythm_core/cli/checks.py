@@ -34,7 +34,7 @@ def check_baselines(args) -> None:
 
 
 def check_teacher(args) -> None:
-    from ..outputs import check_output_file
+    from ..store import check_output_file
     from ..teacher.settings import OFFLINE_MODELS, TeacherSettings
     from ..teacher.trajectories import TrajectoryError, check_resumable
 
@@ -93,14 +93,14 @@ def _as_flags(message: str) -> str:
 
 
 def check_reeval(args) -> None:
-    from ..outputs import check_input_file, check_output_dir
+    from ..store import check_input_file, check_output_dir
 
     check_input_file(args.jsonl, arg="--jsonl")
     check_output_dir(args.out, "reeval_report", inputs=[("--jsonl", args.jsonl)], overwrite=args.overwrite)
 
 
 def check_dataset(args) -> None:
-    from ..outputs import check_input_file, check_output_dir
+    from ..store import check_input_file, check_output_dir
 
     if not 0 < args.validation_fraction < 1:
         raise BadInput(f"--validation-fraction must be above 0 and below 1, got {args.validation_fraction}")
@@ -110,7 +110,7 @@ def check_dataset(args) -> None:
 
 def check_env_dataset(args) -> None:
     from ..env.conditions import check_purpose_seeds
-    from ..outputs import check_output_dir
+    from ..store import check_output_dir
 
     try:
         args.seed_list = check_purpose_seeds(args.condition, parse_seeds(args.seeds), args.purpose)
@@ -123,7 +123,7 @@ def check_eval(args) -> None:
     from ..env.conditions import eval_seed_list
     from ..evaluation.rollouts import EVAL_BASELINES
     from ..evaluation.teacher_play import TEACHER_PLAYER
-    from ..outputs import check_output_root
+    from ..store import check_output_root
     from ..training.models import resolve_model_dir
 
     args.seed_specs = {"continuous": args.continuous_seeds, "ood": args.ood_seeds, "discrete3": args.discrete3_seeds}
@@ -150,8 +150,7 @@ def check_eval(args) -> None:
 
 
 def check_distill(args) -> None:
-    from ..outputs import check_output_root
-    from ..store import open_store, split_url
+    from ..store import check_output_root, open_store, split_url
 
     if split_url(args.out)[0] is not None:  # an object store: the run writes into a local cache, then uploads
         import tempfile
@@ -168,7 +167,7 @@ def check_gpu_check(args) -> None:
     import math
 
     from ..compute.gpu_check import STAGES, probe_device
-    from ..outputs import check_output_file
+    from ..store import check_output_file
 
     args.stage_list = [s.strip() for s in args.stages.split(",") if s.strip()]
     unknown = [s for s in args.stage_list if s not in STAGES]

@@ -163,12 +163,15 @@ def _cmd_distill(args) -> int:
         summary = run_distillation(args.out, args.preset, grader=args.grader)
         print(f"summary: {args.out}/distill_summary.json; results: {summary['results_json']}")
         return 0
-    from ..outputs import FILES_MANIFEST
+    from ..store import FILES_MANIFEST, is_version_folder
 
     store = args.store  # every stage publishes into the local cache; each published version then goes up
     summary = run_distillation(store.cache, args.preset, grader=args.grader)
     for record in sorted(store.cache.rglob(FILES_MANIFEST)):
-        store.publish(record.parent)
+        if is_version_folder(record.parent.name):
+            adopted = store.publish(record.parent).adopted
+            if adopted:
+                print(adopted)
     print(f"artifacts: {store.url} (local copy {store.cache}); results: {store.to_store(summary['results_json'])}")
     return 0
 
@@ -397,8 +400,8 @@ def _fail(command: str, exc: BaseException, debug: bool) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..artifacts import StageIncomplete
     from ..processes import sigterm_interrupts
+    from ..store import StageIncomplete
 
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()

@@ -39,7 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..artifacts import LOG_PREFIX, rebase_paths, sha256_dir, sha256_file, write_result
+from ..store import LOG_PREFIX, rebase_paths, sha256_dir, sha256_file, write_result
 from . import hf_job_script
 from .costs import billed, default_timeout_s, job_budget, parse_timeout
 from .hf_job_script import JOB_RESULT_PREFIX

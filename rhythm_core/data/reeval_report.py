@@ -14,8 +14,8 @@ import polars as pl
 
 from ..agents import get_agent
 from ..agents.rollout import rollout
-from ..artifacts import atomic_write_json, atomic_write_text, publish_dir, staging
 from ..graders import get_grader, mean_ci95
+from ..store import atomic_write_json, atomic_write_text, publish_dir, staging
 from ..teacher.trajectories import read_trajectories, to_episode_batch
 
 REEVAL_BASELINES = ("random", "heuristic", "heuristic_const_belief", "fallback")

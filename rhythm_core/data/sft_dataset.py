@@ -60,7 +60,6 @@ from pathlib import Path
 
 import datasets
 
-from ..artifacts import atomic_write_text, publish_dir, staging
 from ..env.conditions import check_training_seeds
 from ..env.profiles import sample_factors
 from ..env.spec import STEPS_PER_EPISODE, true_belief
@@ -74,6 +73,7 @@ from ..protocol import (
     REASONING,
     DatasetFormat,
 )
+from ..store import atomic_write_text, publish_dir, staging
 from ..teacher.evidence import (
     EvidenceReadout,
     InnovationReadout,

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..artifacts import files_digest, publish_dir, sha256_file, staging, verify_artifact
 from ..env.spec import ENV_VERSION
 from ..protocol import DEFAULT_PROMPT_FORMAT, DEFAULT_READOUT_FORM, DEFAULT_REASONING
+from ..store import files_digest, path_under, publish_dir, sha256_file, staging, verify_artifact
 from ..teacher.trajectories import read_trajectories
 
 
@@ -76,7 +76,7 @@ def dataset_stage(trajectories: dict, root, *, filter: str = "none", filter_grad
     version = digest[:16]
     provenance = {
         "teacher": records[0]["teacher"], "env_version": ENV_VERSION, "condition": trajectories["condition"],
-        "seeds": trajectories["seeds"], "source_trajectories": trajectories["path"],
+        "seeds": trajectories["seeds"], "source_trajectories": path_under(trajectories["path"], root),
         "source_trajectories_version": trajectories["version"], "filter": filter,
         "filter_grader": filter_grader if filter != "none" else None, "validation_fraction": validation_fraction,
         "split_seed": split_seed, "episodes_in_source": len(records), **data_format.as_dict(),

@@ -100,8 +100,7 @@ def save_env_dataset(dataset, out_dir, spec: dict, *, overwrite: bool = False) -
     import json
     from pathlib import Path
 
-    from ..artifacts import atomic_write_text, publish_dir, staging
-    from ..outputs import MARKERS
+    from ..store import MARKERS, atomic_write_text, publish_dir, staging
 
     out_dir = Path(out_dir)
     record = {**spec, "rows": len(dataset)}

@@ -19,8 +19,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ..artifacts import LOG_PREFIX, write_result
 from ..processes import die_with_parent, parent_pid
+from ..store import LOG_PREFIX, write_result
 from .rollouts import play_condition
 
 

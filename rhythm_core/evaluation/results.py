@@ -10,13 +10,20 @@ from pathlib import Path
 
 import numpy as np
 
-from ..artifacts import atomic_write_text, files_digest, is_version_folder, publish_dir, staging, verify_artifact
 from ..env.conditions import CONDITIONS
 from ..env.episode import EpisodeBatch
 from ..env.profiles import prior_stats
 from ..env.spec import ACTIONS, ENV_VERSION
 from ..graders import get_grader, mean_ci95
-from ..outputs import FILES_MANIFEST
+from ..store import (
+    FILES_MANIFEST,
+    atomic_write_text,
+    files_digest,
+    is_version_folder,
+    publish_dir,
+    staging,
+    verify_artifact,
+)
 from .rollouts import load_rollouts
 
 RESULTS_SCHEMA = "rhythm-eval-results-1"

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..artifacts import sha256_file, write_jsonl
 from ..env.spec import ENV_VERSION
+from ..store import sha256_file, write_jsonl
 from ..teacher.budget import usage_totals
 from ..teacher.run import run_teacher
 from ..teacher.settings import TeacherSettings

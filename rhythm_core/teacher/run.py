@@ -16,9 +16,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..artifacts import StageIncomplete
 from ..env.conditions import check_seed
 from ..env.spec import STEPS_PER_EPISODE
+from ..store import StageIncomplete
 from .budget import BudgetExceeded, CostBudget, usage_totals
 from .offline import offline_chunks
 from .openai_client import OpenAIRunner, TeacherRequestError, TeacherRequestRejected, make_client

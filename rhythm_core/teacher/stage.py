@@ -10,11 +10,21 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from ..artifacts import atomic_write_json, files_digest, publish_dir, sha256_file, staging, verify_artifact, write_jsonl
 from ..compute.threads import available_cores
 from ..env.conditions import check_training_seeds, parse_seeds
 from ..env.spec import ENV_VERSION
 from ..graders import get_grader
+from ..store import (
+    ArtifactChanged,
+    ArtifactStore,
+    LocalStore,
+    atomic_write_json,
+    files_digest,
+    publish_dir,
+    sha256_file,
+    staging,
+    write_jsonl,
+)
 from .budget import usage_totals
 from .run import run_teacher
 from .settings import TeacherSettings
@@ -22,9 +32,12 @@ from .trajectories import read_trajectories, to_episode_batch
 
 
 def teacher_stage(settings: TeacherSettings, condition: str, seeds_spec: str, root, *, grader: str = "v3",
-                  log: Callable[[str], None] | None = None, client=None, workers: int | None = None) -> dict:
+                  log: Callable[[str], None] | None = None, client=None, workers: int | None = None,
+                  store: ArtifactStore | None = None) -> dict:
     """Play the teacher on the training seeds and publish the episodes sorted by seed. `workers`:
-    processes an offline teacher plays in (default: the cores this process may use).
+    processes an offline teacher plays in (default: the cores this process may use). `store`: the
+    artifact store whose cache `root` is; the work file is kept on it as it grows, so a step retried
+    on another machine resumes it (and finds the published episodes) instead of paying again.
 
     Episodes accumulate in `<root>/teacher_trajectories/work/<key>.jsonl` (key = teacher, condition,
     seeds), so an interrupted or over-budget run resumes where it stopped on the next attempt. Once
@@ -37,7 +50,12 @@ def teacher_stage(settings: TeacherSettings, condition: str, seeds_spec: str, ro
     key = hashlib.sha256(f"{settings.play_key}|{condition}|{seeds_spec}|{ENV_VERSION}".encode()).hexdigest()[:16]
     work = stage_root / "work" / f"{key}.jsonl"
     pointer = work.with_suffix(".published")
-    earlier = _published_earlier(pointer)
+    store = store or LocalStore(Path(root))
+    sync = store.work_sync(work)
+    brought = sync.restore()
+    if brought and log:
+        log(f"teacher: resuming from the work the store kept ({brought} bytes of {work.name})")
+    earlier = _published_earlier(pointer, store)
     if earlier is not None and not work.exists():
         final, version = earlier
         records = read_trajectories(final / "trajectories.jsonl", allow_truncated_tail=False).records
@@ -49,8 +67,11 @@ def teacher_stage(settings: TeacherSettings, condition: str, seeds_spec: str, ro
         if log:
             log(f"teacher: the {len(records)} episodes of {seeds_spec} were published before ({final}); nothing to play")
         return _stage_result(final, version, records, settings, condition, seeds_spec, grader, run)
-    result = run_teacher(settings, condition, seeds, work, log=log, client=client,
-                         workers=available_cores() if workers is None else workers)
+    try:
+        result = run_teacher(settings, condition, seeds, work, log=log, client=client, on_episode=lambda _: sync.save(),
+                             workers=available_cores() if workers is None else workers)
+    finally:
+        sync.save(force=True)  # what was played is on the store even when the run stopped
     run = {
         "episodes_written_this_run": result.written, "episodes_resumed": result.skipped,
         "invalid_answer_rate": result.invalid_rate, "prompt_tokens": result.prompt_tokens,
@@ -74,20 +95,26 @@ def teacher_stage(settings: TeacherSettings, condition: str, seeds_spec: str, ro
             write_jsonl(path, records)
         version = sha256_file(path)[:16]
         final = publish_dir(staged, stage_root / version, kind="teacher_trajectories", published=True)
+    store.publish(final)
     atomic_write_json(pointer, {"version": version, "path": str(final), "files_digest": files_digest(final)})
+    sync.finished(pointer)
     work.unlink()  # the published copy is the one kept (a paid teacher's work stays until it is published)
     return _stage_result(final, version, records, settings, condition, seeds_spec, grader, run)
 
 
-def _published_earlier(pointer: Path) -> tuple[Path, str] | None:
-    """(folder, version) of the published episodes `pointer` names, if they are there, intact."""
+def _published_earlier(pointer: Path, store: ArtifactStore) -> tuple[Path, str] | None:
+    """(folder, version) of the published episodes `pointer` names, if the store has them, intact
+    (fetched into this machine's cache where they are not there yet)."""
     if not pointer.is_file():
         return None
     recorded = json.loads(pointer.read_text())
-    final = Path(recorded["path"])
-    if not (final / "trajectories.jsonl").is_file():
-        return None
-    verify_artifact(final, recorded.get("files_digest"))
+    final = pointer.parent.parent / recorded["version"]  # the stage folder, wherever this machine's cache is
+    try:
+        store.fetch(store.url_of(final), recorded.get("files_digest"))
+    except ArtifactChanged:
+        if (final / "trajectories.jsonl").is_file() or store.exists(store.url_of(final)):
+            raise  # published, but not as recorded
+        return None  # removed since: play again
     return final, recorded["version"]
 
 

@@ -35,12 +35,12 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from ..artifacts import jsonl_line
 from ..env import VectorRhythmEnv
 from ..env.conditions import CONDITIONS, check_seed
 from ..env.episode import EpisodeBatch
 from ..env.spec import ACTION_INDEX, ACTIONS, BELIEF_DIMS, ENV_VERSION, METERS, STEPS_PER_EPISODE
 from ..errors import UserError
+from ..store import jsonl_line
 
 SCHEMA = "rhythm-trajectory-1"
 _REQUIRED = ("schema", "env_version", "condition", "seed", "teacher", "steps", "actions", "beliefs", "invalid", "meters")

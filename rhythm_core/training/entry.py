@@ -15,8 +15,8 @@ import json
 import sys
 from pathlib import Path
 
-from ..artifacts import LOG_PREFIX, write_result
 from ..processes import die_with_parent, parent_pid
+from ..store import LOG_PREFIX, write_result
 
 
 def run_stage(stage: str, config: dict, dataset: str, out: str, init: str | None = None, on_log=None,

@@ -45,11 +45,11 @@ from pathlib import Path
 import numpy as np
 
 from ..agents.rollout import play_lockstep
-from ..artifacts import verify_artifact
 from ..env import EnvState, VectorRhythmEnv
 from ..env.spec import BELIEF_DIMS, STEPS_PER_EPISODE
 from ..graders import get_grader
 from ..protocol import DatasetFormat, action_prefix, parse_answer
+from ..store import verify_artifact
 from ..tracking.callback import attach_tracking
 from ..tracking.store import report_to_list
 from .adapters import FROZEN_ADAPTER, AdapterView, load_frozen_adapter

@@ -11,7 +11,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..agents.base import Agent, Decision
-from ..artifacts import verify_artifact
 from ..env import BatchObservation, VectorRhythmEnv
 from ..env.spec import ACTION_INDEX, BELIEF_DIMS
 from ..protocol import (
@@ -23,6 +22,7 @@ from ..protocol import (
     parse_answer,
     render_conversation,
 )
+from ..store import verify_artifact
 from .generation import SamplingConfig, belief_sum_decoding, generate_answers
 from .models import load_model_and_tokenizer, play_info, prompt_variant
 from .prompt_cache import PromptCache, prompt_cache_budget, supports_prompt_cache

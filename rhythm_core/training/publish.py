@@ -9,9 +9,11 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from ..artifacts import (
+from ..store import (
     ArtifactChanged,
+    artifact_root,
     files_digest,
+    is_artifact,
     publish_dir,
     rebase_paths,
     sha256_file,
@@ -19,7 +21,6 @@ from ..artifacts import (
     verify_artifact,
     write_result,
 )
-from ..outputs import artifact_root, is_artifact
 from .models import play_info
 
 # Beside the weights and the record's PLAY_FIELDS, what decides how a published student plays: the

@@ -16,9 +16,9 @@ from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..artifacts import verify_artifact
 from ..data.sft_dataset import dataset_format, evidence_readout
 from ..protocol import DEFAULT_PROMPT_VARIANT, SCRATCH_PROMPT_VARIANT, system_prompt
+from ..store import verify_artifact
 from ..tracking.callback import attach_tracking
 from ..tracking.store import report_to_list
 from .fused_head import labelled_positions_only, speedups

@@ -6,6 +6,8 @@ variable's name, never its value.
 """
 
 
+import hashlib
+import json
 import os
 from pathlib import Path
 
@@ -20,7 +22,7 @@ _TEACHER = TeacherSettings()
 class ArtifactStoreResource(dg.ConfigurableResource):
     """Where artifacts live (RHYTHM_ARTIFACTS): a local folder (empty: the instance's
     `storage/rhythm`), or an object store `s3://bucket/prefix` that steps share and nothing else
-    (rhythm_core/store.py). With an object store each step keeps a local cache (`cache`,
+    (rhythm_core/store/). With an object store each step keeps a local cache (`cache`,
     RHYTHM_ARTIFACT_CACHE; `{pid}` in it gives every process its own). The endpoint and the keys
     default to the standard AWS variables; the keys come in as dg.EnvVar, never as values."""
 
@@ -38,24 +40,32 @@ class ArtifactStoreResource(dg.ConfigurableResource):
         options = {"key": value(self.access_key_id), "secret": value(self.secret_access_key),
                    "endpoint_url": value(self.endpoint_url)}
         options = {k: v for k, v in options.items() if v}
-        if self.region:
-            options["client_kwargs"] = {"region_name": self.region}
+        if value(self.region):
+            options["client_kwargs"] = {"region_name": value(self.region)}
         return options
 
     def store(self, instance: dg.DagsterInstance):
-        """The store for this process (opened once), its access checked before the first use. An
-        empty `root` or `cache` reads its variable, then falls back to the instance's storage."""
+        """The store for this process, its access checked before the first use. An empty `root` or
+        `cache` reads its variable, then falls back to the instance's storage. A store opened before
+        is reused only while the options and the AWS variables are what they were (rotated keys or
+        another endpoint open a new one); the secrets enter that key as a hash, never as values."""
         root, cache = self.root or os.environ.get(ARTIFACTS_VAR, ""), self.cache or os.environ.get(CACHE_VAR, "")
-        key = (root, cache, instance.storage_directory(), tuple(sorted(self.storage_options())))
+        options = self.storage_options()
+        settings = {"options": options, "env": {k: os.environ.get(k) for k in _AWS_VARS}}
+        fingerprint = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()
+        key = (root, cache, instance.storage_directory(), fingerprint)
         opened = _OPEN_STORES.get(key)
         if opened is None:
             opened = open_store(root, default_root=Path(instance.storage_directory()) / "rhythm",
-                                cache=cache or None, storage_options=self.storage_options())
+                                cache=cache or None, storage_options=options)
             opened.check()
             _OPEN_STORES[key] = opened
         return opened
 
 
+# What else decides which endpoint and identity an object store's client uses (botocore reads them).
+_AWS_VARS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL",
+             "AWS_DEFAULT_REGION", "AWS_REGION", "AWS_PROFILE")
 _OPEN_STORES: dict = {}
 
 
@@ -91,12 +101,13 @@ class StoreIOManager(dg.ConfigurableIOManagerFactory):
 
 
 def artifact_store_from_env() -> ArtifactStoreResource:
-    """The resource as the environment sets it (what the definitions register)."""
+    """The resource as the environment sets it (what the definitions register): every AWS setting an
+    EnvVar, read when the store is opened, so a long-lived process follows the variables as they are now."""
     return ArtifactStoreResource(root=os.environ.get(ARTIFACTS_VAR, ""), cache=os.environ.get(CACHE_VAR, ""),
-                                 endpoint_url=os.environ.get("AWS_ENDPOINT_URL") or None,
+                                 endpoint_url=_secret("AWS_ENDPOINT_URL"),
                                  access_key_id=_secret("AWS_ACCESS_KEY_ID"),
                                  secret_access_key=_secret("AWS_SECRET_ACCESS_KEY"),
-                                 region=os.environ.get("AWS_DEFAULT_REGION") or None)
+                                 region=_secret("AWS_DEFAULT_REGION"))
 
 
 class TeacherResource(dg.ConfigurableResource):

@@ -7,12 +7,12 @@ Asset bodies only translate between Dagster and rhythm_core.stages: config in, m
 import dagster as dg
 
 from rhythm_core.agents.bayes import PLAN_GRADER
-from rhythm_core.artifacts import StageIncomplete
 from rhythm_core.code_version import grader_version
 from rhythm_core.data.stages import dataset_stage, reeval_stage
 from rhythm_core.distill import DEFAULT_TEACHER_SEEDS
 from rhythm_core.env.spec import ENV_VERSION
 from rhythm_core.protocol import DEFAULT_PROMPT_FORMAT, DEFAULT_READOUT_FORM, DEFAULT_REASONING
+from rhythm_core.store import StageIncomplete
 from rhythm_core.teacher.stage import teacher_stage
 from rhythm_pipeline.defs.resources import ArtifactStoreResource, HubResource, TeacherResource
 from rhythm_pipeline.lineage import lineage_metadata, versioned_output
@@ -44,7 +44,7 @@ def teacher_trajectories(context: dg.AssetExecutionContext, config: TeacherTraje
     store = artifacts.store(context.instance)
     try:
         result = teacher_stage(teacher.settings(), config.condition, config.seeds, store.cache,
-                               grader=ACTIVE_GRADER, log=context.log.info)
+                               grader=ACTIVE_GRADER, log=context.log.info, store=store)
     except StageIncomplete as exc:
         raise dg.Failure(description=str(exc), metadata=exc.details) from exc
     result = store.publish_value(result)

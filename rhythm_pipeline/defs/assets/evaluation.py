@@ -1,21 +1,12 @@
 """Evaluation: eval_rollouts (students and baselines play held-out seeds; no grader involved) and
 eval_results (graded under the active grader and v2, with plots)."""
 
-import shutil
 import time
-from pathlib import Path
 
 import dagster as dg
 
-from rhythm_core.artifacts import StageIncomplete
 from rhythm_core.env.conditions import CONDITIONS
-from rhythm_core.evaluation.results import (
-    eval_results_stage,
-    history_markdown,
-    plotted_figures,
-    read_history,
-    write_history,
-)
+from rhythm_core.evaluation.results import eval_results_stage, history_markdown, plotted_figures
 from rhythm_core.evaluation.rollouts import (
     DEFAULT_EVAL_SEEDS,
     EVAL_BASELINES,
@@ -24,8 +15,15 @@ from rhythm_core.evaluation.rollouts import (
     publish_rollouts,
     teacher_player,
 )
+from rhythm_core.evaluation.steps import (
+    localized_plan,
+    publish_history,
+    rollouts_provenance,
+    run_staging_dir,
+)
 from rhythm_core.evaluation.teacher_play import TEACHER_PLAYER, teacher_identity
 from rhythm_core.evaluation.teacher_play import play_teacher as play_teacher_on_eval_seeds
+from rhythm_core.store import StageIncomplete
 from rhythm_core.training.generation import SamplingConfig
 from rhythm_pipeline.defs.executor import PARALLEL_TORCH_TAGS, step_thread_budget
 from rhythm_pipeline.defs.resources import ArtifactStoreResource, ComputeResource, TeacherResource
@@ -60,10 +58,10 @@ def plan_eval_rollouts(context: dg.OpExecutionContext, config: EvalRolloutsConfi
     store = artifacts.store(context.instance)
     for checkpoint in (grpo_checkpoint, sft_checkpoint):  # the students as their materializations recorded them
         store.fetch_value(checkpoint)
-    root = store.cache
+    staged = run_staging_dir(store, context.run.run_id, lambda run_id: _run_is_live(context.instance, run_id))
     # In the store's terms (URLs where it is an object store): each later step maps it to its own cache.
     return store.to_store({
-        "root": str(root), "staged": str(run_staging_dir(context, root / "eval_rollouts", store)), "seeds": seeds,
+        "root": str(store.cache), "staged": str(staged), "seeds": seeds,
         "sampling": sampling.__dict__, "baselines": list(config.baselines), "config": config.model_dump(),
         "include_teacher": config.include_teacher,
         "checkpoints": {"student_grpo": grpo_checkpoint["model_dir"], "student_sft": sft_checkpoint["model_dir"]},
@@ -71,23 +69,9 @@ def plan_eval_rollouts(context: dg.OpExecutionContext, config: EvalRolloutsConfi
     })
 
 
-def run_staging_dir(context: dg.OpExecutionContext, parent: Path, store=None) -> Path:
-    """The staging folder this run's evaluation steps write into (`.staging-run-<run id>`: the steps
-    may run in processes of their own), after removing those of runs that are no longer running, here
-    and (an object store) their shared copies on the store."""
-    parent.mkdir(parents=True, exist_ok=True)
-    leftovers = {p.name: p for p in parent.glob(".staging-run-*")}
-    shared = store.staged_folders(parent) if store is not None and store.remote else []
-    for name in sorted(set(leftovers) | set(shared)):
-        run = context.instance.get_run_by_id(name.removeprefix(".staging-run-"))
-        if run is None or run.is_finished:
-            if name in leftovers:
-                shutil.rmtree(leftovers[name], ignore_errors=True)
-            if name in shared:
-                store.remove(parent / name)
-    staged = parent / f".staging-run-{context.run.run_id}"
-    staged.mkdir(exist_ok=True)
-    return staged
+def _run_is_live(instance: dg.DagsterInstance, run_id: str) -> bool:
+    run = instance.get_run_by_id(run_id)
+    return run is not None and not run.is_finished
 
 
 def _play_op(condition: str):
@@ -102,9 +86,8 @@ def _play_op(condition: str):
         context.log.info(f"play_{condition}: {threads} torch thread(s), students on compute {compute.backend}")
         started = time.perf_counter()
         config = {"condition": condition, "seeds": plan["seeds"][condition], "sampling": plan["sampling"]}
-        plan = _localized_plan(store, plan)
-        if store.remote:  # the records name each student by its place in the store, not this step's cache
-            config["recorded_as"] = plan["checkpoints_in_store"]
+        plan = localized_plan(store, plan)
+        config["recorded_as"] = plan["recorded_as"]  # each student as the store names it, whatever cache played it
         students = compute.play(context, config=config, checkpoints=plan["checkpoints"], out_dir=plan["staged"],
                                 threads=threads)
         context.log.info(f"play_{condition}: students played in {time.perf_counter() - started:.1f} s")
@@ -122,19 +105,6 @@ def _play_op(condition: str):
 PLAY_OPS = {condition: _play_op(condition) for condition in CONDITIONS}
 
 
-def _localized_plan(store, plan: dict, *, students: bool = True) -> dict:
-    """The plan for a step of its own: its paths in this step's cache, the students fetched there
-    (`students`), the staging folder made here; `checkpoints_in_store` keeps the students' URLs."""
-    if not store.remote:
-        return {**plan, "checkpoints_in_store": plan["checkpoints"]}
-    if students:
-        for checkpoint in plan["upstream"].values():
-            store.fetch_value(checkpoint)
-    local = store.to_local(plan)
-    Path(local["staged"]).mkdir(parents=True, exist_ok=True)
-    return {**local, "checkpoints_in_store": plan["checkpoints"]}
-
-
 @dg.op(out=dg.Out(dict), description=(
     "With include_teacher: the teacher resource on the evaluation seeds of every condition (resumable, "
     "exactly once, one cost guard for all conditions); otherwise nothing."))
@@ -143,7 +113,7 @@ def play_teacher(context: dg.OpExecutionContext, plan: dict, teacher: TeacherRes
     if not plan.get("include_teacher"):
         return {}
     store = artifacts.store(context.instance)
-    plan = _localized_plan(store, plan, students=False)
+    plan = localized_plan(store, plan, students=False)
     settings = teacher.settings()
     try:
         files = play_teacher_on_eval_seeds(settings, plan["seeds"], plan["staged"], plan["root"], log=context.log.info)
@@ -159,21 +129,15 @@ def publish_eval_rollouts(context: dg.OpExecutionContext, plan: dict, continuous
     store = artifacts.store(context.instance)
     upstream = plan["upstream"]
     sft, grpo = upstream["sft_checkpoint"], upstream["grpo_checkpoint"]
-    plan = _localized_plan(store, plan, students=False)
+    plan = localized_plan(store, plan, students=False)
     files = {**continuous["files"], **ood["files"], **discrete3["files"], **teacher_play.get("files", {})}
     store.get_files(plan["staged"], files)  # what the play steps shared, each file checked
-    provenance = {"grpo_checkpoint_version": grpo["version"], "sft_checkpoint_version": sft["version"],
-                  "base_model": sft.get("base_model"), "sft_checkpoint": sft["model_dir"],
-                  "grpo_checkpoint": grpo["model_dir"], "seeds": plan["seeds"],
-                  # the better student on the held-out training weeks GRPO was validated on (the gate)
-                  "headline_student": (grpo.get("validation") or {}).get("better", "student_grpo"),
-                  # recovery is measured against it (and against the Bayesian teacher)
-                  "distilled_from": teacher_player(store.fetch_value(sft)["model_dir"])}
-    result = publish_rollouts(plan["staged"], store.cache, checkpoints=plan["checkpoints_in_store"], seeds=plan["seeds"],
+    provenance = rollouts_provenance(store, sft, grpo, plan["seeds"], teacher_player(store.fetch_value(sft)["model_dir"]))
+    result = publish_rollouts(plan["staged"], store.cache, checkpoints=plan["recorded_as"], seeds=plan["seeds"],
                               sampling=SamplingConfig(**plan["sampling"]), baselines=plan["baselines"],
                               files=files, provenance=provenance,
                               extra_players={TEACHER_PLAYER: teacher_play["identity"]} if teacher_play else None)
-    store.remove(plan["staged"])
+    store.remove_shared(plan["staged"])
     result = store.publish_value(result)
     result["hf_jobs"] = [p["hf_job"] for p in (continuous, ood, discrete3) if p.get("hf_job")]
     files = result["manifest"]["files"]
@@ -235,7 +199,7 @@ def eval_rollouts(grpo_checkpoint: dict, sft_checkpoint: dict):
 
 @dg.asset(
     group_name="evaluation",
-    code_version=code_version("eval-results", eval_results_stage, write_history, grader=ACTIVE_GRADER),
+    code_version=code_version("eval-results", eval_results_stage, publish_history, grader=ACTIVE_GRADER),
     tags=GRADING_TAGS,
     automation_condition=GRADING_AUTOMATION,
     kinds={"python"},
@@ -250,17 +214,11 @@ def eval_rollouts(grpo_checkpoint: dict, sft_checkpoint: dict):
 def eval_results(context: dg.AssetExecutionContext, eval_rollouts: dict, tracking: TrackingResource,
                  artifacts: ArtifactStoreResource) -> dg.Output[dict]:
     store = artifacts.store(context.instance)
-    root = store.cache
-    local = eval_results_stage(store.fetch_value(eval_rollouts)["dir"], ACTIVE_GRADER, root,
+    local = eval_results_stage(store.fetch_value(eval_rollouts)["dir"], ACTIVE_GRADER, store.cache,
                                provenance={"eval_rollouts_version": eval_rollouts["version"]},
                                files_digest_recorded=eval_rollouts.get("files_digest"))
-    # The history: one published file per evaluation, so evaluations at once never lose each other's rows.
-    history_dir = root / "eval_results" / "history"
-    store.publish(write_history(history_dir, local["results"], run_id=context.run.run_id, timestamp=time.time(),
-                                rollouts_version=eval_rollouts["version"]))
-    history = read_history([store.fetch(url) for url in store.list_versions("eval_results/history")],
-                           legacy=root / "eval_results" / "history.parquet")
-    history_path = store.url_of(history_dir) if store.remote else str(history_dir)
+    history, history_path = publish_history(store, local["results"], run_id=context.run.run_id, timestamp=time.time(),
+                                            rollouts_version=eval_rollouts["version"])
     result = store.publish_value(local)
     scores = {f"{c}/{a}": m["final_score"] for c, block in result["results"]["conditions"].items()
               for a, m in block["agents"].items()}

@@ -105,7 +105,7 @@ def sft_checkpoint(context: dg.AssetExecutionContext, config: SftCheckpointConfi
                    artifacts: ArtifactStoreResource) -> dg.Output[dict]:
     store = artifacts.store(context.instance)
     run_config = run_config_of(config, SFTRunConfig)
-    provenance = {"sft_dataset": sft_dataset["path"], "sft_dataset_version": sft_dataset["version"],
+    provenance = {"sft_dataset": store.name_of(sft_dataset["path"]), "sft_dataset_version": sft_dataset["version"],
                   "teacher": sft_dataset["provenance"]["teacher"]["id"]}
     result, local, tracked = _train(context, compute, store, "sft_checkpoint", run_config, sft_dataset, provenance,
                                     tracking=tracking, upstream={"sft_dataset": sft_dataset})
@@ -163,7 +163,7 @@ def grpo_checkpoint(context: dg.AssetExecutionContext, config: GrpoCheckpointCon
                     tracking: TrackingResource, artifacts: ArtifactStoreResource) -> dg.Output[dict]:
     store = artifacts.store(context.instance)
     run_config = run_config_of(config, GRPORunConfig, rename=_GRPO_RENAME)
-    provenance = {"sft_checkpoint": sft_checkpoint["path"], "sft_checkpoint_version": sft_checkpoint["version"],
+    provenance = {"sft_checkpoint": store.name_of(sft_checkpoint["path"]), "sft_checkpoint_version": sft_checkpoint["version"],
                   "sft_dataset_version": sft_dataset["version"], "reward_grader": config.reward_grader}
     result, local, tracked = _train(context, compute, store, "grpo_checkpoint", run_config, sft_dataset, provenance,
                                     init=sft_checkpoint, tracking=tracking,

@@ -1,8 +1,8 @@
 """Writing artifacts: atomic writes (a crash leaves the previous version intact, never a half-written
 file), the one JSONL serialization every trajectory file uses (`jsonl_line`, `write_jsonl`),
-staging and publishing a stage's directory under its content hash, the record of a published
-directory's files that every reader checks (`verify_artifact`), and `StageIncomplete`, raised by a
-stage that stopped early with its work kept for a re-run.
+staging and publishing a stage's directory under its content hash (with the record of its files,
+`records.py`), and `StageIncomplete`, raised by a stage that stopped early with its work kept for a
+re-run.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-from .errors import UserError
-from .outputs import FETCHED_STAMP, FILES_MANIFEST, artifact_root, replaceable
+from .outputs import replaceable
+from .records import sha256_file, write_files_manifest
 
 
 class StageIncomplete(RuntimeError):
@@ -76,14 +76,6 @@ LOG_PREFIX = "RHYTHM_LOG "
 def write_result(directory, result: dict) -> Path:
     """A training stage's result.json, the record that publishing, HF Jobs and the assets read back."""
     return atomic_write_text(Path(directory) / "result.json", json.dumps(result, indent=2, default=str) + "\n")
-
-
-def sha256_file(path, chunk: int = 1 << 20) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def sha256_dir(path) -> str:
@@ -236,70 +228,13 @@ def publish_dir(staged, final, *, kind: str, overwrite: bool = False, published:
     return final
 
 
-# ---------------------------------------------------------------------------------------------
-# the record of a published directory's files
-class ArtifactChanged(UserError, RuntimeError):
-    """A published artifact whose files are not the ones it was published with."""
-
-
-def _file_hashes(root: Path) -> dict[str, str]:
-    return {str(f.relative_to(root)): sha256_file(f) for f in sorted(root.rglob("*"))
-            if f.is_file() and f.name not in (FILES_MANIFEST, FETCHED_STAMP)}
-
-
-def _digest(files: dict[str, str]) -> str:
-    return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def write_files_manifest(directory, kind: str, *, published: bool) -> str:
-    """Record every file of `directory` with its sha256 in `FILES_MANIFEST`; returns the record's
-    digest (what a materialization records as `files_digest`)."""
-    files = _file_hashes(Path(directory))
-    record = {"kind": kind, "published": published, "files": files, "digest": _digest(files)}
-    atomic_write_json(Path(directory) / FILES_MANIFEST, record)
-    return record["digest"]
-
-
-def files_digest(path) -> str | None:
-    """The recorded digest of the artifact `path` is or lies in; None outside any artifact."""
-    root = artifact_root(path)
-    return json.loads((root / FILES_MANIFEST).read_text())["digest"] if root else None
-
-
-def verify_artifact(path, expected_digest: str | None = None) -> str | None:
-    """Check that the artifact `path` is or lies in holds exactly the files it was published with,
-    and, given `expected_digest` (what its materialization recorded), that its record is that one.
-    Raises ArtifactChanged naming the file and both hashes; returns the digest (None outside any
-    artifact, when nothing was expected)."""
-    root = artifact_root(path)
-    if root is None:
-        if expected_digest:
-            raise ArtifactChanged(f"{path}: the artifact's record of its files ({FILES_MANIFEST}) is missing; "
-                                  f"its materialization recorded files digest {expected_digest}")
-        return None
-    record = json.loads((root / FILES_MANIFEST).read_text())
-    check_record(record, _file_hashes(root), str(root), expected_digest)
-    return record["digest"]
-
-
-def check_record(record: dict, found: dict[str, str], root: str, expected_digest: str | None = None) -> None:
-    """Raise ArtifactChanged unless the files `found` (name -> sha256) of the artifact at `root` (a
-    folder or a store URL) are exactly those its `record` names, and the record is the one
-    `expected_digest` names; the message names the file and both hashes."""
-    if expected_digest and record.get("digest") != expected_digest:
-        raise ArtifactChanged(f"{root}/{FILES_MANIFEST}: files digest {record.get('digest')}, but its "
-                              f"materialization recorded {expected_digest}: the artifact was replaced")
-    recorded = record["files"]
-    for name in sorted(set(recorded) | set(found)):
-        if name not in found:
-            raise ArtifactChanged(f"{root}/{name}: missing from the published artifact {root} "
-                                  f"(recorded sha256 {recorded[name]})")
-        if name not in recorded:
-            raise ArtifactChanged(f"{root}/{name}: added to the published artifact {root} after it was published "
-                                  f"(sha256 {found[name]}, not in its record)")
-        if found[name] != recorded[name]:
-            raise ArtifactChanged(f"{root}/{name}: changed after it was published: sha256 {found[name]}, "
-                                  f"recorded {recorded[name]} (artifact {root})")
+def path_under(path, root) -> str:
+    """`path` relative to `root` where it lies under it (POSIX separators), else as it is: how an
+    artifact names its inputs, so that where the artifacts live stays out of its files."""
+    try:
+        return Path(path).absolute().relative_to(Path(root).absolute()).as_posix()
+    except ValueError:
+        return str(path)
 
 
 def rebase_paths(result: dict, old_dir, new_dir) -> dict:

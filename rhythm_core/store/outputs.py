@@ -15,12 +15,12 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from .errors import BadInput, UserError
+from ..errors import BadInput, UserError
 
 # Every published directory's record of its files (artifacts.write_files_manifest).
 FILES_MANIFEST = ".rhythm-files.json"
 # In a local copy of an artifact from an object store: the digest of the record its files were checked
-# against (store.py). Like the record itself, never one of the artifact's files.
+# against (cache.py). Like the record itself, never one of the artifact's files.
 FETCHED_STAMP = ".rhythm-fetched"
 # The file each kind of published directory holds, which marks it as ours to replace.
 MARKERS = {
