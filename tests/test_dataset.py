@@ -481,7 +481,7 @@ def test_publish_puts_the_previous_version_back_if_the_final_rename_fails(tmp_pa
         return real_replace(src, dst)
 
     monkeypatch.setattr(os, "replace", replace)
-    monkeypatch.setattr("rhythm_core.artifacts.exchange_dirs", lambda a, b: False)  # a system without renameat2
+    monkeypatch.setattr("rhythm_core.store.files.exchange_dirs", lambda a, b: False)  # a system without renameat2
     with pytest.raises(OSError, match="device busy"):
         publish_dir(staged, final, kind="sft_dataset")
     assert (final / "data").read_text() == "old" and (staged / "data").read_text() == "new"

@@ -40,7 +40,7 @@ def test_a_publish_killed_between_its_two_renames_keeps_the_previous_version(tmp
         import os, signal, sys
         sys.path.insert(0, {str(REPO)!r})
         from pathlib import Path
-        from rhythm_core import artifacts
+        from rhythm_core.store import files as artifacts
         artifacts.exchange_dirs = lambda a, b: False  # an OS without renameat2's exchange
         replace = os.replace
         def replace_then_die(src, dst):

@@ -2,7 +2,7 @@
 
 Each command checks every argument before any work (`checks.check_*`: types, ranges, names, seed
 roles, a paid backend's key, where it writes); a mistake prints one line naming the argument or file
-and exits 2 with nothing written, argparse's own mistakes included (`parsing`). Outputs follow `rhythm_core.outputs`: written beside their place and renamed
+and exits 2 with nothing written, argparse's own mistakes included (`parsing`). Outputs follow `rhythm_core.store.outputs`: written beside their place and renamed
 into it; an existing output is replaced only when it is ours or with --overwrite. A bug keeps its
 traceback; `--debug` (or RHYTHM_DEBUG=1) shows a mistake's traceback too.
 """

@@ -46,7 +46,7 @@ def play_teacher(settings: TeacherSettings, seeds: dict[str, str], staged, root,
                  log: Callable[[str], None] | None = None, client=None) -> dict:
     """Play the teacher on each condition's evaluation seeds into `staged`/teacher__<condition>.jsonl;
     returns the files' manifest entries (as `play_condition`). Raises ValueError for a seed that is
-    not an evaluation seed, StageIncomplete (`rhythm_core.artifacts`) when seeds failed or the cost guard
+    not an evaluation seed, StageIncomplete (`rhythm_core.store`) when seeds failed or the cost guard
     stopped the run."""
     from ..env.conditions import eval_seed_list
 
