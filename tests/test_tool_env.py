@@ -19,26 +19,15 @@ from rhythm_core.text_env.week import TextWeek
 SEED = 1234
 
 
-def _tool_texts() -> list[str]:
-    """What the stand-in's tokenizer is trained on: the task, observations and tool calls."""
-    env = RhythmToolEnv()
-    texts = [TOOL_SYSTEM_PROMPT, PLAY_REQUEST, env.reset(seed=SEED)]
-    for _ in range(6):
-        texts.append(env.sleep(0.5, 0.5, 0.5))
-        texts.append('<tool_call>\n{"name": "deep_work", "arguments": {"social": 0.41, "morning": 0.6, "work": 0.5}}'
-                     "\n</tool_call>")
-    return texts * 4
-
-
 @pytest.fixture(scope="module")
 def tool_tokenizer(tmp_path_factory):
     """The Qwen2 stand-in with Qwen2.5's whole (tool-calling) template, its response parser set by TRL."""
     from transformers import AutoTokenizer
     from trl.chat_template_utils import add_response_schema, supports_tool_calling
 
-    from rhythm_core.training.qwen2_standin import build_qwen2_standin
+    from rhythm_core.training.tool_standin import build_tool_standin
 
-    folder = build_qwen2_standin(tmp_path_factory.mktemp("qwen2_tools"), _tool_texts(), tool_calling=True)
+    folder = build_tool_standin(tmp_path_factory.mktemp("qwen2_tools"))
     tokenizer = AutoTokenizer.from_pretrained(folder)
     assert supports_tool_calling(tokenizer)
     return folder, add_response_schema(tokenizer)
