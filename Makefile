@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 # The exact versions CI tested (pip constraints: `pip freeze` of a fresh install); `make lock` refreshes it.
 LOCK := requirements.lock
 
-.PHONY: demo ui mlflow test test-slow install lint bench results gpu-check clean lock
+.PHONY: demo ui mlflow test test-slow install lint bench results gpu-check clean lock example
 
 install: $(STAMP)
 
@@ -56,6 +56,11 @@ mlflow: $(STAMP)
 	@$(BIN)/python -m rhythm_core.tracking.ui_link $(MLFLOW_STORE) --ui-url http://127.0.0.1:5000
 	$(BIN)/mlflow server --backend-store-uri sqlite:///$(abspath $(MLFLOW_STORE))/mlflow.db \
 		--default-artifact-root $(abspath $(MLFLOW_STORE))/artifacts -h 127.0.0.1 -p 5000
+
+# GRPO with TRL's environment_factory on RhythmEnv, two steps on the offline stand-in on CPU
+# (examples/grpo_rhythm_env.py; without --offline it trains Qwen2.5-3B-Instruct on a GPU).
+example: $(STAMP)
+	TRL_EXPERIMENTAL_SILENCE=1 $(BIN)/python examples/grpo_rhythm_env.py --offline --output-dir example_run
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

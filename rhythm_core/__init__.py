@@ -4,6 +4,7 @@ Packages follow the lineage, lowest layer first; a package imports only those ab
 
     env/         the simulator: spec, conditions, profiles, dynamics, the envs, episodes, seeded rng
     graders/     versioned graders (v2, v3): a finished episode -> final_score with components
+    text_env/    the week as text and its front ends: TRL's tool environment, the OpenEnv server and client
     agents/      random, heuristic, constant-belief, fallback, Bayesian and search teachers, oracle
     teacher/     teachers playing training seeds into resumable trajectory JSONL files
     data/        the re-grade report and the SFT dataset made from teacher trajectories

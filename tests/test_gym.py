@@ -32,7 +32,8 @@ def checker_warnings(fn, *args, **kwargs) -> list[str]:
 
 @pytest.mark.parametrize("condition", list(CONDITIONS))
 def test_check_env_passes_through_make_and_direct(condition):
-    env = gymnasium.make(ENV_ID, condition=condition)
+    # check_env resets with seeds 123 and 456, evaluation weeks that purpose="training" refuses.
+    env = gymnasium.make(ENV_ID, condition=condition, purpose=None)
     assert isinstance(env.unwrapped, RhythmEnv) and env.unwrapped.condition == condition
     assert checker_warnings(check_env, env.unwrapped) == []
     # Through the wrappers make adds, the only warning is the checker's advice to pass env.unwrapped.
@@ -57,7 +58,7 @@ def test_spaces_and_metadata():
 
 def test_make_ood_gives_the_existing_envs_numbers():
     seed = 10_007
-    gym_env = gymnasium.make(ENV_ID, condition="ood")
+    gym_env = gymnasium.make(ENV_ID, condition="ood", purpose="evaluation")
     plain = RhythmEnv("ood")
     obs, info = gym_env.reset(seed=seed)
     ref, ref_info = plain.reset(seed=seed)
@@ -76,22 +77,22 @@ def test_make_ood_gives_the_existing_envs_numbers():
     assert terminated and np.array_equal(info["true_belief"], ref_info["true_belief"])
 
 
-def test_seeds_outside_the_range_draw_an_episode_seed_through_make_only():
-    env = gymnasium.make(ENV_ID, condition="ood")
+def test_without_a_purpose_seeds_outside_the_range_draw_an_episode_seed_through_make_only():
+    env = gymnasium.make(ENV_ID, condition="ood", purpose=None)
     _, first = env.reset(seed=123)
     _, again = env.reset(seed=123)
     assert first == again and CONDITIONS["ood"].contains(first["seed"])
     with pytest.raises(ValueError, match="outside the ood range"):
         RhythmEnv("ood").reset(seed=123)
     # No seed: drawn by the Gymnasium RNG; continuous draws training seeds, never evaluation seeds 0-999.
-    cont = gymnasium.make(ENV_ID)
+    cont = gymnasium.make(ENV_ID, purpose=None)
     cont.reset(seed=5)
     drawn = [cont.reset()[1]["seed"] for _ in range(200)]
     assert min(drawn) >= 1_000 and max(drawn) <= 9_999 and len(set(drawn)) > 150
 
 
 def test_render_ansi_shows_day_slot_and_meters():
-    env = gymnasium.make(ENV_ID, condition="ood", render_mode="ansi")
+    env = gymnasium.make(ENV_ID, condition="ood", render_mode="ansi", purpose="evaluation")
     obs, _ = env.reset(seed=10_001)
     text = env.render()
     assert isinstance(text, str) and "ood seed 10001" in text and "day 1, morning" in text
@@ -132,7 +133,7 @@ def test_discrete_actions_round_trip_with_names():
 
 
 def test_snapshot_restore_through_make():
-    env = gymnasium.make(ENV_ID, condition="discrete3")
+    env = gymnasium.make(ENV_ID, condition="discrete3", purpose="evaluation")
     env.reset(seed=20_004)
     env.step(action_index("SOCIALIZE"))
     snap = env.unwrapped.snapshot()
@@ -145,13 +146,14 @@ def test_snapshot_restore_through_make():
 
 def test_vector_api_matches_todays_vector_env():
     n, first = 16, 10_000
-    vec = gymnasium.make_vec(ENV_ID, num_envs=n, vectorization_mode="vector_entry_point", condition="ood")
+    vec = gymnasium.make_vec(ENV_ID, num_envs=n, vectorization_mode="vector_entry_point", condition="ood",
+                             purpose="evaluation")
     assert isinstance(vec, VectorEnv) and isinstance(vec.unwrapped, VectorRhythmEnv)
     assert vec.num_envs == n and vec.metadata["autoreset_mode"] is AutoresetMode.DISABLED
     assert vec.single_action_space == spaces.Discrete(10) and vec.action_space == spaces.MultiDiscrete([10] * n)
     assert vec.single_observation_space == gymnasium.make(ENV_ID).observation_space
     assert vec.observation_space == batch_space(vec.single_observation_space, n)
-    sync = gymnasium.make_vec(ENV_ID, num_envs=n, vectorization_mode="sync", condition="ood")
+    sync = gymnasium.make_vec(ENV_ID, num_envs=n, vectorization_mode="sync", condition="ood", purpose="evaluation")
     today = VectorRhythmEnv("ood")  # the project API: a sequence of seeds, BatchObservation back
 
     obs, info = vec.reset(seed=first)  # Gymnasium: seeds first, first + 1, ...
@@ -178,8 +180,10 @@ def test_vector_api_matches_todays_vector_env():
         vec.step(np.zeros(n, dtype=np.int64))
     with pytest.raises(ValueError, match="lockstep"):
         vec.reset(options={"reset_mask": np.arange(n) % 2 == 0})
-    obs, info = vec.reset(options={"reset_mask": np.ones(n, dtype=bool)})  # seeds drawn: all of ood is eval
-    assert obs["step"].sum() == 0 and all(CONDITIONS["ood"].contains(s) for s in info["seeds"])
+    with pytest.raises(ValueError, match="an evaluation week needs its seed"):
+        vec.reset(options={"reset_mask": np.ones(n, dtype=bool)})
+    obs, info = vec.reset(seed=first, options={"reset_mask": np.ones(n, dtype=bool)})
+    assert obs["step"].sum() == 0 and np.array_equal(info["seeds"], np.arange(first, first + n))
     vec.close()
     sync.close()
 
@@ -213,7 +217,7 @@ def test_vector_seeds_reset_like_today():
         vec.reset([12_000])
     lenient = VectorRhythmEnv("ood", obs_type="dict", strict_seeds=False)
     _, info = lenient.reset([123, 10_005])
-    scalar = gymnasium.make(ENV_ID, condition="ood")
+    scalar = gymnasium.make(ENV_ID, condition="ood", purpose=None)
     assert info["seeds"][1] == 10_005 and info["seeds"][0] == scalar.reset(seed=123)[1]["seed"]
 
 

@@ -1,4 +1,4 @@
-"""RhythmEnv as an OpenEnv environment (rhythm_core/env/openenv_server.py, `rhythm serve-env`): a week played
+"""RhythmEnv as an OpenEnv environment (rhythm_core/text_env/openenv_server.py, `rhythm serve-env`): a week played
 through the pydantic models grades as TextWeek and RhythmEnv + the grader grade it; a bad action, belief,
 seed or a step before reset is refused naming it and the week (and the server) goes on; the slow tests
 serve it from the real CLI and play concurrent weeks and a load of calls through RhythmEnvClient."""
@@ -17,13 +17,16 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
+import gymnasium
 import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from rhythm_core.env import RhythmEnv
-from rhythm_core.env.episode import EpisodeBatch
-from rhythm_core.env.openenv_server import (
+from rhythm_core.env import ENV_ID
+from rhythm_core.env.spec import ACTIONS, STEPS_PER_EPISODE
+from rhythm_core.graders import grade_env_week
+from rhythm_core.text_env.openenv_server import (
+    OPENENV_TASK,
     RhythmAction,
     RhythmEnvClient,
     RhythmEnvironment,
@@ -31,9 +34,7 @@ from rhythm_core.env.openenv_server import (
     RhythmServerError,
     create_rhythm_app,
 )
-from rhythm_core.env.spec import ACTIONS, STEPS_PER_EPISODE
-from rhythm_core.env.text_week import TextWeek
-from rhythm_core.graders import get_grader
+from rhythm_core.text_env.week import TextWeek
 
 SEED = 1234
 
@@ -54,15 +55,13 @@ def text_week_grade(seed: int, grader: str = "v3") -> float:
 
 
 def rhythm_env_grade(seed: int, grader: str = "v3") -> float:
-    """The same actions and beliefs through the Gymnasium env, graded as the evaluation grades."""
-    env = RhythmEnv("continuous")
+    """The same actions and beliefs through the Gymnasium env, graded by the public grade_env_week."""
+    env = gymnasium.make(ENV_ID)
     env.reset(seed=seed)
     for slot in plan(seed):
         env.step(ACTIONS.index(slot["action"].upper()))
-    vec = env.vector
-    beliefs = np.array([[s["social"], s["morning"], s["work"]] for s in plan(seed)])[None]
-    batch = EpisodeBatch("continuous", vec.seeds, vec.factors, vec.meters_history, vec.action_history, beliefs)
-    return get_grader(grader).grade(batch).final_score
+    beliefs = np.array([[s["social"], s["morning"], s["work"]] for s in plan(seed)])
+    return grade_env_week(env, beliefs, grader).final_score
 
 
 def test_a_week_through_the_models_grades_as_text_week_and_rhythm_env():
@@ -91,7 +90,7 @@ def test_a_week_through_the_models_grades_as_text_week_and_rhythm_env():
     ({"action": "FLY"}, "action", "Input should be 'DEEP_WORK'"),
     ({"social": 1.5}, "social", "less than or equal to 1"),
     ({"morning": -0.1}, "morning", "greater than or equal to 0"),
-    ({"work": float("nan")}, "work", "finite number"),
+    ({"work": float("nan")}, "work", "must be a number in [0, 1], got NaN"),
     ({"work": True}, "work", "valid number"),
     ({"social": "0.5"}, "social", "valid number"),
     ({"beleif": 0.5}, "beleif", "Extra inputs are not permitted"),
@@ -195,6 +194,26 @@ def test_the_client_plays_a_week_over_a_real_server_and_names_a_refused_field():
         assert env.state().step_count == STEPS_PER_EPISODE
 
 
+def test_the_task_reaches_the_client_and_a_client_past_the_limit_hears_why():
+    import httpx
+
+    with served_in_thread(create_rhythm_app(max_sessions=1)) as url:
+        assert httpx.get(f"{url}/metadata").json()["readme_content"] == OPENENV_TASK
+        with RhythmEnvClient(base_url=url).sync() as env:
+            first = env.reset(seed=SEED)
+            assert first.observation.task == OPENENV_TASK and "RhythmAction" in OPENENV_TASK
+            assert env.step(RhythmAction.model_validate(plan(SEED)[0])).observation.task == ""
+            with pytest.raises(RhythmServerError, match="work: must be a number in \\[0, 1\\], got NaN \\[VALIDATION_ERROR\\]$"):
+                env.step(RhythmAction.model_construct(**{**plan(SEED)[1], "work": float("nan"), "metadata": {}}))
+            with pytest.raises(RhythmServerError, match="unknown reset argument\\(s\\) sead; allowed: seed"):
+                env.reset(sead=1500)
+            for _ in range(5):  # the session past --max-sessions: every time an answer naming the limit
+                with RhythmEnvClient(base_url=url).sync() as extra:
+                    with pytest.raises(RhythmServerError, match="(?i)capacity|max-sessions"):
+                        extra.reset(seed=SEED)
+            assert env.step(RhythmAction.model_validate(plan(SEED)[1])).observation.step == 2
+
+
 def test_serve_env_refuses_a_port_in_use_a_bad_setting_and_a_missing_extra_in_one_line(capsys, monkeypatch):
     from rhythm_core.cli import main
 
@@ -209,7 +228,7 @@ def test_serve_env_refuses_a_port_in_use_a_bad_setting_and_a_missing_extra_in_on
     assert capsys.readouterr().err == "rhythm serve-env: error: --max-sessions must be >= 1, got 0\n"
     for name in [n for n in sys.modules if n == "openenv" or n.startswith("openenv.")]:
         monkeypatch.setitem(sys.modules, name, None)  # as if openenv-core were not installed
-    monkeypatch.delitem(sys.modules, "rhythm_core.env.openenv_server")
+    monkeypatch.delitem(sys.modules, "rhythm_core.text_env.openenv_server")
     assert main(["serve-env"]) == 2
     assert capsys.readouterr().err == ("rhythm serve-env: error: no module named 'openenv'; install the openenv "
                                        "extra: pip install 'rhythm[openenv]'\n")

@@ -1,4 +1,4 @@
-"""RhythmEnv for TRL (rhythm_core/env/tool_env.py): the tools a model calls, what a malformed call
+"""RhythmEnv for TRL (rhythm_core/text_text_env/tool_env.py): the tools a model calls, what a malformed call
 answers, the reward against the grader through RhythmEnv, and GRPOTrainer(environment_factory=…)."""
 
 from __future__ import annotations
@@ -11,23 +11,12 @@ import pytest
 from rhythm_core.env import RhythmEnv
 from rhythm_core.env.episode import EpisodeBatch
 from rhythm_core.env.spec import ACTIONS, BELIEF_DIMS, STEPS_PER_EPISODE
-from rhythm_core.env.text_week import TextWeek
-from rhythm_core.env.tool_env import PLAY_REQUEST, RhythmToolEnv, env_prompt_dataset
 from rhythm_core.graders import get_grader
 from rhythm_core.protocol import TOOL_SYSTEM_PROMPT
+from rhythm_core.text_env.tool_env import PLAY_REQUEST, RhythmToolEnv, WeekGroups, env_prompt_dataset
+from rhythm_core.text_env.week import TextWeek
 
 SEED = 1234
-
-
-def _tool_texts() -> list[str]:
-    """What the stand-in's tokenizer is trained on: the task, observations and tool calls."""
-    env = RhythmToolEnv()
-    texts = [TOOL_SYSTEM_PROMPT, PLAY_REQUEST, env.reset(seed=SEED)]
-    for _ in range(6):
-        texts.append(env.sleep(0.5, 0.5, 0.5))
-        texts.append('<tool_call>\n{"name": "deep_work", "arguments": {"social": 0.41, "morning": 0.6, "work": 0.5}}'
-                     "\n</tool_call>")
-    return texts * 4
 
 
 @pytest.fixture(scope="module")
@@ -36,9 +25,9 @@ def tool_tokenizer(tmp_path_factory):
     from transformers import AutoTokenizer
     from trl.chat_template_utils import add_response_schema, supports_tool_calling
 
-    from rhythm_core.training.qwen2_standin import build_qwen2_standin
+    from rhythm_core.training.tool_standin import build_tool_standin
 
-    folder = build_qwen2_standin(tmp_path_factory.mktemp("qwen2_tools"), _tool_texts(), tool_calling=True)
+    folder = build_tool_standin(tmp_path_factory.mktemp("qwen2_tools"))
     tokenizer = AutoTokenizer.from_pretrained(folder)
     assert supports_tool_calling(tokenizer)
     return folder, add_response_schema(tokenizer)
@@ -157,15 +146,27 @@ def test_the_seeds_rules_hold_for_rows_drawn_weeks_and_the_dataset():
     assert "Now day 1" in RhythmToolEnv(purpose="evaluation").reset(condition="ood", seed=10_001)
     with pytest.raises(ValueError, match="not an evaluation seed"):
         RhythmToolEnv(purpose="evaluation").reset(seed=1500)
-    # without a dataset row: a drawn training week, the task before the first observation, reproducible
-    drawn = [RhythmToolEnv(seed=7) for _ in range(2)]
-    texts = [env.reset(prompt=[{"role": "user", "content": ""}]) for env in drawn]
-    assert texts[0] == texts[1] and texts[0].startswith(TOOL_SYSTEM_PROMPT)
-    seeds = [RhythmToolEnv(seed=s) for s in range(50)]
-    for env in seeds:
+    # without a dataset row: a bare instance refuses to guess; WeekGroups gives a prompt's rollouts one week,
+    # the prompts of a batch distinct weeks, a new week each batch, and the task before the first observation
+    with pytest.raises(ValueError, match="no seed to play"):
+        RhythmToolEnv().reset(prompt=[{"role": "user", "content": ""}])
+    groups = WeekGroups(num_generations=3, seed=7)
+    pool = [groups() for _ in range(12)]
+    for _ in range(2):
+        texts = [env.reset(prompt=[{"role": "user", "content": ""}]) for env in pool]
+    assert texts[0] == texts[1] == texts[2] != texts[3] and texts[0].startswith(TOOL_SYSTEM_PROMPT)
+    weeks = {(instance // 3, batch): set() for instance, batch, _ in groups.played}
+    for instance, batch, week in groups.played:
+        weeks[instance // 3, batch].add(week)
+    assert all(len(w) == 1 for w in weeks.values())
+    for batch in (0, 1):  # four prompts, four people
+        assert len({next(iter(weeks[group, batch])) for group in range(4)}) == 4
+    assert weeks[0, 0] != weeks[0, 1]
+    again = WeekGroups(num_generations=3, seed=7)
+    for env in [again() for _ in range(12)] * 2:
         env.reset()
-    drawn_seeds = {env.week.seed for env in seeds}
-    assert all(1000 <= s <= 9999 and not 9500 <= s < 9700 for s in drawn_seeds) and len(drawn_seeds) > 40
+    assert sorted(again.played) == sorted(groups.played)  # the same seed, the same weeks
+    assert all(1000 <= s <= 9999 and not 9500 <= s < 9700 for *_, s in groups.played)
 
     rows = env_prompt_dataset("continuous", "1000-1003")
     assert rows["seed"] == [1000, 1001, 1002, 1003] and rows[0]["prompt"][0]["content"] == TOOL_SYSTEM_PROMPT
@@ -201,3 +202,26 @@ def test_grpo_trainer_trains_two_steps_with_the_environment_factory(tool_tokeniz
     rewards = [entry["rewards/RhythmToolEnv/mean"] for entry in logs]
     seeds = dataset["seed"]
     assert rewards == pytest.approx([fallback[seeds[k]] for k in range(2)], abs=1e-4)
+
+
+def test_grpo_trainer_without_a_dataset_plays_one_week_per_prompt(tool_tokenizer, tmp_path):
+    import torch
+    from transformers import AutoModelForCausalLM
+    from trl import GRPOConfig, GRPOTrainer
+
+    folder, tokenizer = tool_tokenizer
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    config = GRPOConfig(output_dir=str(tmp_path / "grpo"), max_steps=2, per_device_train_batch_size=4,
+                        num_generations=2, max_completion_length=16, learning_rate=1e-3, logging_steps=1,
+                        report_to="none", use_cpu=True, save_strategy="no", seed=0, max_tool_calling_iterations=2)
+    groups = WeekGroups(num_generations=2, seed=3)  # a batch of 4 rollouts: two prompts of two generations
+    trainer = GRPOTrainer(model=model, args=config, processing_class=tokenizer, environment_factory=groups)
+    trainer.train()
+    assert trainer.state.global_step == 2 and groups.instances == 4
+    weeks = {}
+    for instance, batch, week in groups.played:
+        weeks.setdefault(batch, [None] * 4)[instance] = week
+    assert sorted(weeks) == [0, 1]
+    for played in weeks.values():  # one prompt's generations: one week; two prompts: two weeks
+        assert played[0] == played[1] != played[2] == played[3]
+    assert weeks[0] == [groups.week(i // 2, 0) for i in range(4)]

@@ -190,8 +190,8 @@ def check_serve_env(args) -> None:
     import importlib
     import socket
 
-    try:  # openenv-core (with uvicorn) is the openenv extra, not a core dependency
-        importlib.import_module("rhythm_core.env.openenv_server")
+    try:  # openenv (with uvicorn) is the openenv extra, not a core dependency
+        importlib.import_module("rhythm_core.text_env.openenv_server")
         importlib.import_module("uvicorn")
     except ModuleNotFoundError as exc:
         missing = (exc.name or "").split(".")[0]

@@ -2,15 +2,14 @@
 (`conditions`), hidden profiles and the population prior (`profiles`), the transition model
 (`dynamics`), the Gymnasium env and vector env (`rhythm_env`), what they hand out: observations,
 snapshots and the text view (`observation`), their Gymnasium registration as "rhythm/RhythmEnv-v0"
-(`gym`, run on import), finished episodes as arrays (`episode`) and counter-based seeded randomness
-(`rng`).
+(`gym`, run on import), the seeds rules every front end enforces (`seed_rules`), finished episodes as
+arrays (`episode`) and counter-based seeded randomness (`rng`).
 
 The bottom layer of rhythm_core: it imports nothing else from the package, and everything else may
 import it. `from rhythm_core.env import RhythmEnv, VectorRhythmEnv` is the public entry point.
 
-Beside it, the front ends for other trainers, which speak the protocol and grade with the graders and
-so are imported by module, never by this package: the week as text (`text_week`), TRL's tool
-environment (`tool_env`) and the OpenEnv server and client (`openenv_server`).
+The front ends for language-model trainers (the week as text, TRL's tool environment, the OpenEnv server
+and client) speak the protocol and grade with the graders, so they live above both, in `text_env/`.
 """
 
 from . import gym as _gym  # registers "rhythm/RhythmEnv-v0" with Gymnasium (idempotent)

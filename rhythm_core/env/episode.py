@@ -69,6 +69,21 @@ class EpisodeBatch:
         )
 
     @classmethod
+    def from_env(cls, env, beliefs, invalid=None, agent: str = "") -> EpisodeBatch:
+        """The finished week(s) `env` played (a RhythmEnv, also through gymnasium.make's wrappers, or a
+        VectorRhythmEnv) with the `beliefs` stated at each slot: (28, 3) for one episode or (N, 28, 3),
+        NaN where none was stated."""
+        vec = getattr(getattr(env, "unwrapped", env), "vector", getattr(env, "unwrapped", env))
+        if vec.seeds is None or vec.t != STEPS_PER_EPISODE:
+            raise ValueError(f"the week is not finished: {0 if vec.seeds is None else vec.t} of "
+                             f"{STEPS_PER_EPISODE} slots played")
+        n = len(vec.seeds)
+        beliefs = np.asarray(beliefs, dtype=np.float64).reshape(n, STEPS_PER_EPISODE, len(BELIEF_DIMS))
+        invalid = None if invalid is None else np.asarray(invalid, dtype=bool).reshape(n, STEPS_PER_EPISODE)
+        return cls(vec.condition, vec.seeds.copy(), vec.factors.copy(), vec.meters_history.copy(),
+                   vec.action_history.copy(), beliefs.copy(), invalid, agent)
+
+    @classmethod
     def from_records(cls, condition: str, records: list[dict], agent: str = "") -> EpisodeBatch:
         """Build from per-episode dicts with "seed", "actions" (names or indices), "meters" (29 x 5),
         optional "beliefs" (28 entries of {dim: value} or null) and "invalid" (28 bools).

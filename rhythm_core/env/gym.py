@@ -5,8 +5,12 @@
 
 make() builds `RhythmEnv` and make_vec(vectorization_mode="vector_entry_point") the numpy
 `VectorRhythmEnv`, both with obs_type="dict" (observations lie in `observation_space`) and
-strict_seeds=False (any seed works; one inside the condition's range is the episode seed itself, so
-the numbers equal RhythmEnv(condition)'s for that seed). Registering again is a no-op.
+purpose="training": the seeds rules every front end holds (`seed_rules`): a seed names the week and must
+be a training seed (the numbers equal RhythmEnv(condition)'s for that seed), reset without one draws a
+training week, and ood and discrete3 need purpose="evaluation" and a seed. Gymnasium's `check_env` resets
+with seeds 123 and 456, evaluation weeks: check with purpose=None (the simulator's own rules, any seed;
+strict_seeds=False lets one outside the range seed the RNG that draws the week). Registering again is a
+no-op.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from __future__ import annotations
 import gymnasium
 
 ENV_ID = "rhythm/RhythmEnv-v0"
-DEFAULT_KWARGS = {"condition": "continuous", "obs_type": "dict", "strict_seeds": False}
+DEFAULT_KWARGS = {"condition": "continuous", "obs_type": "dict", "strict_seeds": False, "purpose": "training"}
 
 
 def register() -> None:

@@ -22,10 +22,11 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from . import rng
-from .conditions import TRAINING_SEEDS, TUNING_SEEDS, check_seed, get_condition
+from .conditions import check_seed, get_condition
 from .dynamics import INITIAL_JITTER, INITIAL_METERS, NOISE_SD, expected_delta, neutral_delta, profile_tensor
 from .observation import BatchObservation, EnvState, Observation, render_ansi
 from .profiles import sample_factors
+from .seed_rules import check_purpose, draw_training_seeds, week_seed, week_seeds
 from .spec import ACTIONS, CRASH_THRESHOLD, DAYS, FACTORS, METERS, SLOTS, STEPS_PER_EPISODE, action_index, true_belief
 
 _NOISE_STREAM = rng.stream_id("noise")
@@ -58,35 +59,31 @@ def _check_obs_type(obs_type: str) -> str:
     return obs_type
 
 
+def _check_options(options: dict | None, allowed: tuple[str, ...]) -> dict:
+    """`options`, or ValueError naming a key reset does not read (a misspelt key would be ignored)."""
+    unknown = sorted(set(options or {}) - set(allowed))
+    if unknown:
+        raise ValueError(f"unknown reset option(s) {', '.join(map(str, unknown))}; allowed: {', '.join(allowed)}")
+    return options or {}
+
+
+def _action(action, *, by_name: bool) -> int:
+    """The action's index: an integer (a bool, a float or an array of them is refused), or where
+    `by_name` (the project's own API) an action name of spec.ACTIONS."""
+    if by_name and isinstance(action, str):
+        return action_index(action)
+    if isinstance(action, np.ndarray) and action.shape == () and action.dtype.kind in "iu":
+        return int(action)
+    if isinstance(action, bool) or not isinstance(action, (int, np.integer)):
+        raise ValueError(f"action must be an integer index 0-{len(ACTIONS) - 1} (action_space Discrete("
+                         f"{len(ACTIONS)})), got {action!r}")
+    return int(action)
+
+
 def _as_int_seed(seed) -> int:
     if isinstance(seed, bool) or int(seed) != seed:
         raise ValueError(f"seed {seed!r} is not an integer")
     return int(seed)
-
-
-def _draw_range(condition: str) -> tuple[int, int]:
-    """[low, high) of the episode seeds that a Gymnasium RNG draws (reset without a seed, or a seed
-    outside the condition's range with strict_seeds=False; `draw_training_seeds` passes over the tuning seeds
-    in it): the condition's training seeds where it has some (continuous 1000-9999, so drawn episodes
-    never touch evaluation seeds), else its whole range (ood and discrete3 are evaluation-only)."""
-    training = TRAINING_SEEDS.get(condition)
-    if training is not None:
-        return training.start, training.stop
-    cond = get_condition(condition)
-    return cond.first_seed, cond.last_seed + 1
-
-
-def draw_training_seeds(generator, condition: str, size: int | None = None):
-    """Episode seeds `generator` draws uniformly from `_draw_range`, any that falls on a tuning seed
-    (conditions.TUNING_SEEDS: continuous 9500-9699, never training data) drawn again; an int where
-    `size` is None, else an int64 array. A draw off the tuning seeds is the one it always was; each
-    redraw takes one more number from the generator, shifting its later draws."""
-    low, high = _draw_range(condition)
-    tuning = TUNING_SEEDS.get(condition, range(0))
-    seeds = np.atleast_1d(generator.integers(low, high, size=size, dtype=np.int64))
-    while len(redraw := np.flatnonzero((seeds >= tuning.start) & (seeds < tuning.stop))):
-        seeds[redraw] = generator.integers(low, high, size=len(redraw), dtype=np.int64)
-    return int(seeds[0]) if size is None else seeds
 
 
 def _noise_table(seeds: np.ndarray) -> np.ndarray:
@@ -127,9 +124,12 @@ class VectorRhythmEnv(VectorEnv):
     metadata = {"autoreset_mode": AutoresetMode.DISABLED, "render_modes": []}
 
     def __init__(self, condition: str = "continuous", num_envs: int | None = None, *, obs_type: str = "object",
-                 strict_seeds: bool = True, autoreset_mode: str | AutoresetMode = AutoresetMode.DISABLED):
+                 strict_seeds: bool = True, autoreset_mode: str | AutoresetMode = AutoresetMode.DISABLED,
+                 purpose: str | None = None):
         get_condition(condition)
         self.condition = condition
+        # A purpose ("training", "evaluation") applies the front ends' seeds rules (seed_rules) to every reset.
+        self.purpose = None if purpose is None else check_purpose(purpose)
         self.obs_type = _check_obs_type(obs_type)
         # strict_seeds=False: a seed outside the condition's range seeds a Gymnasium RNG that draws the
         # episode seed (as RhythmEnv does); True: such a seed is an error naming the range.
@@ -178,7 +178,7 @@ class VectorRhythmEnv(VectorEnv):
         from the condition's training seeds where it has some). `options={"factors": (N, 9) array}`
         replaces the hidden profiles (counterfactual studies and tests: e.g. the neutral profile, all
         0.5); `options={"reset_mask": ...}` must select every episode (they run in lockstep)."""
-        options = options or {}
+        options = _check_options(options, ("factors", "reset_mask"))
         mask = options.get("reset_mask")
         if mask is not None and not np.all(mask):
             raise ValueError("VectorRhythmEnv runs its episodes in lockstep (all end at step "
@@ -188,6 +188,8 @@ class VectorRhythmEnv(VectorEnv):
         return self._obs(batch), info
 
     def _episode_seeds(self, seed) -> np.ndarray:
+        if self.purpose is not None:
+            return self._purpose_seeds(seed)
         if seed is None:
             if self._num_envs is None:
                 raise ValueError("reset() without seeds needs num_envs: VectorRhythmEnv(condition, num_envs=N), "
@@ -211,6 +213,20 @@ class VectorRhythmEnv(VectorEnv):
         if first is not None:
             self._np_random, self._np_random_seed = seeding.np_random(first)
         return seeds
+
+    def _purpose_seeds(self, seed) -> np.ndarray:
+        """The seeds rules of `purpose`: every given seed names a week it allows; none draws training weeks."""
+        if seed is None:
+            if self._num_envs is None:
+                raise ValueError("reset() without seeds needs num_envs: VectorRhythmEnv(condition, num_envs=N)")
+            week_seed(self.condition, None, self.purpose, self.np_random)  # refuses what the purpose cannot draw
+            return draw_training_seeds(self.np_random, self.condition, self._num_envs)
+        if np.ndim(seed) == 0:
+            first = week_seeds(self.condition, [seed], self.purpose)[0]
+            seeds = np.array(week_seeds(self.condition, first + np.arange(self._num_envs or 1), self.purpose))
+            self._np_random, self._np_random_seed = seeding.np_random(first)
+            return seeds
+        return np.array(week_seeds(self.condition, np.ravel(seed), self.purpose), dtype=np.int64)
 
     def _check_seeds(self, seeds: np.ndarray) -> None:
         for s in np.unique(seeds):
@@ -248,7 +264,10 @@ class VectorRhythmEnv(VectorEnv):
                 n = len(self._seeds)
                 return obs, np.zeros(n), np.zeros(n, dtype=bool), np.zeros(n, dtype=bool), info
             raise RuntimeError(f"the episodes are over ({STEPS_PER_EPISODE} steps); call reset()")
-        actions = np.asarray(actions, dtype=np.int64)
+        actions = np.asarray(actions)
+        if actions.dtype.kind not in "iu":
+            raise ValueError(f"actions must be integer indices 0-{len(ACTIONS) - 1}, got dtype {actions.dtype}")
+        actions = actions.astype(np.int64, copy=False)
         if actions.shape != self._seeds.shape:
             raise ValueError(f"expected {len(self._seeds)} actions, got shape {actions.shape}")
         if actions.min(initial=0) < 0 or actions.max(initial=0) >= len(ACTIONS):
@@ -335,10 +354,13 @@ class RhythmEnv(gym.Env):
     truncated, info). `action` is an index into spec.ACTIONS (`action_space` is Discrete(10)) or an
     action name ("DEEP_WORK", case-insensitive). The observation is an `Observation` with
     obs_type="object" (the default here) or a dict in `observation_space` with obs_type="dict" (the
-    default through gymnasium.make). A seed inside the condition's range is the episode seed; reset
+    default through gymnasium.make). With a `purpose` ("training" through gymnasium.make) the front
+    ends' seeds rules hold (`seed_rules`): a seed names the week and must be allowed for the purpose,
+    reset without one draws a training week, and only integer actions are taken. Without one (the
+    default here, the project's own API): a seed inside the condition's range is the episode seed; reset
     without one draws it from the Gymnasium RNG (the condition's training seeds where it has some); a
     seed outside the range is an error with strict_seeds=True (the default here), and with
-    strict_seeds=False (gymnasium.make) it seeds the Gymnasium RNG that draws the episode seed.
+    strict_seeds=False it seeds the Gymnasium RNG that draws the episode seed.
     info["seed"] is the episode seed. At termination, info holds the true profile and belief (for
     grading; agents must not read them before the end). render_mode="ansi": render() returns text.
     """
@@ -346,8 +368,9 @@ class RhythmEnv(gym.Env):
     metadata = {"render_modes": ["ansi"], "render_fps": 4}
 
     def __init__(self, condition: str = "continuous", render_mode: str | None = None, *, obs_type: str = "object",
-                 strict_seeds: bool = True):
+                 strict_seeds: bool = True, purpose: str | None = None):
         self._vec = VectorRhythmEnv(condition, num_envs=1)
+        self.purpose = None if purpose is None else check_purpose(purpose)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"unknown render_mode {render_mode!r}; allowed: {', '.join(self.metadata['render_modes'])}")
         self.condition = condition
@@ -358,6 +381,14 @@ class RhythmEnv(gym.Env):
         self.observation_space = _observation_space()
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Observation | dict, dict]:
+        _check_options(options, ("factors",))
+        if self.purpose is not None:
+            if seed is not None:  # refused before the RNG is touched
+                seed = week_seed(self.condition, seed, self.purpose, self.np_random)
+            super().reset(seed=seed)
+            episode_seed = seed if seed is not None else week_seed(self.condition, None, self.purpose, self.np_random)
+            batch, _ = self._vec._start(np.array([episode_seed], dtype=np.int64), (options or {}).get("factors"))
+            return self._obs(batch), {"seed": episode_seed, "condition": self.condition}
         if seed is not None:
             seed = _as_int_seed(seed)
             if self.strict_seeds:
@@ -371,7 +402,7 @@ class RhythmEnv(gym.Env):
         return self._obs(batch), {"seed": episode_seed, "condition": self.condition}
 
     def step(self, action) -> tuple[Observation | dict, float, bool, bool, dict]:
-        index = action_index(action) if isinstance(action, str) else int(action)
+        index = _action(action, by_name=self.purpose is None)
         if not 0 <= index < len(ACTIONS):
             raise ValueError(f"unknown action index {action!r}; allowed 0-{len(ACTIONS) - 1}: {', '.join(ACTIONS)}")
         batch, reward, terminated, truncated, _ = self._vec.step(np.array([index]))

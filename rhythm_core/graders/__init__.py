@@ -7,6 +7,7 @@ May import `env` only: a grader is a pure function of a finished episode.
 from .base import Grader, GradeResult, mean_ci95
 from .v2 import GraderV2
 from .v3 import GraderV3
+from .week import grade_env_week
 
 GRADERS: dict[str, type[Grader]] = {"v2": GraderV2, "v3": GraderV3}
 
@@ -18,4 +19,4 @@ def get_grader(name: str) -> Grader:
         raise ValueError(f"unknown grader {name!r}; allowed: {', '.join(GRADERS)}") from None
 
 
-__all__ = ["GRADERS", "GradeResult", "Grader", "GraderV2", "GraderV3", "get_grader", "mean_ci95"]
+__all__ = ["GRADERS", "GradeResult", "Grader", "GraderV2", "GraderV3", "get_grader", "grade_env_week", "mean_ci95"]

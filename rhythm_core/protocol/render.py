@@ -113,7 +113,7 @@ def render_labeled_turn(history) -> str:
 
 
 def render_tool_answer(history) -> str:
-    """What a tool-calling agent reads after each call (env/tool_env.py): `render_labeled_turn`, and
+    """What a tool-calling agent reads after each call (text_env/tool_env.py): `render_labeled_turn`, and
     after the week's last step its anomaly and that the week is over."""
     now = history[-1]
     if now.step < STEPS_PER_EPISODE:

@@ -1,5 +1,5 @@
-"""RhythmEnv as an OpenEnv environment (openenv-core 0.3, the `openenv` extra): `rhythm serve-env` serves
-it, `RhythmEnvClient` plays it.
+"""RhythmEnv as an OpenEnv environment (`openenv` 0.10, the `openenv` extra): `rhythm serve-env` and the
+OpenEnv package envs/rhythm_env (server/app.py) serve it, `RhythmEnvClient` plays it.
 
     with RhythmEnvClient(base_url="http://127.0.0.1:8000").sync() as env:
         result = env.reset(condition="continuous", seed=1234)
@@ -7,7 +7,8 @@ it, `RhythmEnvClient` plays it.
 
 Each WebSocket session (one client) plays its own `TextWeek`: `reset` starts a week under the seeds rules
 of the server's purpose, `step` takes one slot with the stated belief. The observation's `text` is what the
-agent reads (TextWeek's); its reward is 0.0 until the last slot, whose reward is the grader's score of the
+agent reads (TextWeek's; the first observation's `task` is the task, which /metadata also gives); its reward
+is 0.0 until the last slot, whose reward is the grader's score of the
 week (a sparse reward, as OpenEnv's game environments give). A bad action or belief is refused by the
 `RhythmAction` model, naming the field; a bad seed, a step before reset or after the week is answered with
 TextWeek's message; either way the session keeps its week and the server keeps serving. OpenEnv's HTTP
@@ -28,25 +29,35 @@ from openenv.core.env_server.http_server import create_app
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
 from pydantic import Field, field_validator
+from pydantic_core import PydanticCustomError
 
-from .spec import ACTIONS, ENV_VERSION, METERS
-from .text_week import DEFAULT_GRADER, TextWeek, check_grader, check_purpose
+from ..env.seed_rules import check_purpose
+from ..env.spec import ACTIONS, ENV_VERSION, METERS
+from ..protocol.prompts import TASK_DESCRIPTION
+from .week import BELIEF_HELP, DEFAULT_GRADER, TextWeek, check_grader, check_reset_arguments
 
 RESET_ARGUMENTS = ("seed", "episode_id", "condition")
+# The task as an OpenEnv client plays it: the first observation's `task` and /metadata's readme_content.
+OPENENV_TASK = TASK_DESCRIPTION + f"""
+
+Each slot, send one RhythmAction: `action`, one of {", ".join(ACTIONS)}, and your current belief as \
+`social`, `morning` and `work`, each a number in [0, 1]. The observation's `text` gives the action's \
+anomaly per meter and the state now. The reward is 0.0 until the 28th slot, whose reward is the grade \
+of the week (0..1)."""
 NO_WEEK = ("no week started: reset first (a week lives in a WebSocket session, /ws, as RhythmEnvClient opens; "
            "each HTTP /step gets a fresh environment)")
 
 # Strict: a bool or a numeric string is refused rather than read as a number, as TextWeek refuses them.
-Belief = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False, strict=True)]
+Belief = Annotated[float, Field(ge=0.0, le=1.0, strict=True)]
 
 
 class RhythmAction(Action):
     """One slot: the action taken and the belief stated about the hidden profile."""
 
     action: Literal[ACTIONS] = Field(description="one of the ten actions (any case)")
-    social: Belief = Field(description="belief about the social dimension, 0 introvert .. 1 extrovert")
-    morning: Belief = Field(description="belief about the morning dimension, 0 night owl .. 1 morning person")
-    work: Belief = Field(description="belief about the work dimension, 0 drained by work .. 1 workaholic")
+    social: Belief = Field(description=BELIEF_HELP["social"])
+    morning: Belief = Field(description=BELIEF_HELP["morning"])
+    work: Belief = Field(description=BELIEF_HELP["work"])
 
     @field_validator("action", mode="before")
     @classmethod
@@ -54,11 +65,21 @@ class RhythmAction(Action):
         # Normalised, never raised here: the Literal check then names the allowed set in a plain error.
         return value.strip().upper() if isinstance(value, str) else value
 
+    @field_validator("social", "morning", "work", mode="before")
+    @classmethod
+    def _finite(cls, value: Any) -> Any:
+        # JSON carries a NaN back as null, so the message itself names it (a PydanticCustomError: the server
+        # serialises its context, which a ValueError's would break).
+        if isinstance(value, float) and value != value:
+            raise PydanticCustomError("nan_belief", "must be a number in [0, 1], got NaN")
+        return value
+
 
 class RhythmObservation(Observation):
     """What the agent reads after reset or a step; `reward` is the week's score on its last slot, else 0.0."""
 
     text: str = Field(default="", description="the observation as the agent reads it")
+    task: str = Field(default="", description="the task, on the first observation of a week (reset); else empty")
     step: int = Field(default=0, description="slots played, 0..28")
     condition: str | None = None
     seed: int | None = None
@@ -90,15 +111,13 @@ class RhythmEnvironment(Environment[RhythmAction, RhythmObservation, RhythmState
 
     def reset(self, seed: int | None = None, episode_id: str | None = None, condition: str = "continuous",
               **kwargs: Any) -> RhythmObservation:
-        if kwargs:  # a misspelt argument would otherwise start the default week silently
-            raise RhythmRequestError(f"unknown reset argument(s) {', '.join(sorted(kwargs))}; allowed: "
-                                     f"{', '.join(RESET_ARGUMENTS)}")
         try:
+            check_reset_arguments(kwargs, RESET_ARGUMENTS)
             text = self._week.start(condition, seed)
         except ValueError as exc:
             raise RhythmRequestError(str(exc)) from exc
         self._episode_id = episode_id or str(uuid4())
-        return self._observation(text, reward=0.0)
+        return self._observation(text, reward=0.0, task=OPENENV_TASK)
 
     def step(self, action: RhythmAction, timeout_s: float | None = None, **kwargs: Any) -> RhythmObservation:
         if not isinstance(action, RhythmAction):
@@ -111,9 +130,9 @@ class RhythmEnvironment(Environment[RhythmAction, RhythmObservation, RhythmState
             raise RhythmRequestError(str(exc)) from exc
         return self._observation(text, reward=self._week.grade() if self._week.done else 0.0)
 
-    def _observation(self, text: str, reward: float) -> RhythmObservation:
+    def _observation(self, text: str, reward: float, task: str = "") -> RhythmObservation:
         meters = self._week.history[-1].meters
-        return RhythmObservation(text=text, step=self._week.step, done=self._week.done, reward=reward,
+        return RhythmObservation(text=text, task=task, step=self._week.step, done=self._week.done, reward=reward,
                                  condition=self._week.condition, seed=self._week.seed,
                                  meters={m: float(v) for m, v in zip(METERS, meters)})
 
@@ -124,7 +143,7 @@ class RhythmEnvironment(Environment[RhythmAction, RhythmObservation, RhythmState
                            seed=week.seed, purpose=week.purpose, grader=week.grader)
 
     def get_metadata(self) -> EnvironmentMetadata:
-        return EnvironmentMetadata(name="RhythmEnv", version=ENV_VERSION,
+        return EnvironmentMetadata(name="RhythmEnv", version=ENV_VERSION, readme_content=OPENENV_TASK,
                                    description="A week of 28 slots: act and state a belief about a hidden person "
                                                "profile; the grader scores the week on its last step.")
 
@@ -148,7 +167,7 @@ async def _bad_request(_request, exc: RhythmRequestError):
 
 
 async def _client_gone(_websocket, _exc) -> None:
-    # OpenEnv 0.3 closes each session's socket after its client has closed it, which raises this; nothing to
+    # OpenEnv closes each session's socket after its client has closed it, which raises this; nothing to
     # answer, and uvicorn would otherwise log a traceback for every session that ends.
     return None
 
@@ -179,7 +198,8 @@ def _error_text(data: dict) -> str:
     parts = [str(data.get("message", "unknown error"))]
     for error in data.get("errors") or []:
         where = ".".join(str(p) for p in error.get("loc", ())) or "request"
-        parts.append(f"{where}: {error.get('msg')} (got {error.get('input')!r})")
+        got = "" if error.get("input") is None else f" (got {error.get('input')!r})"
+        parts.append(f"{where}: {error.get('msg')}{got}")
     return "; ".join(parts) + f" [{data.get('code', 'UNKNOWN')}]"
 
 
@@ -198,9 +218,20 @@ class RhythmEnvClient(EnvClient[RhythmAction, RhythmObservation, RhythmState]):
         return RhythmState(**payload)
 
     async def _send_and_receive(self, message: dict) -> dict:
-        # EnvClient's own drops a validation error's details: these say which field was wrong.
-        await self._send(message)
-        response = await self._receive()
+        # EnvClient's own drops a validation error's details: these say which field was wrong. A server at
+        # capacity answers the session's first message with its error and closes: the answer is read even
+        # when the close came first, so the client past --max-sessions learns why.
+        from websockets.exceptions import ConnectionClosed
+
+        try:
+            await self._send(message)
+        except ConnectionClosed:
+            pass
+        try:
+            response = await self._receive()
+        except ConnectionClosed as exc:
+            raise RhythmServerError(f"the server closed the session ({exc}); a server at its --max-sessions "
+                                    "limit refuses new sessions") from exc
         if response.get("type") == "error":
             raise RhythmServerError(f"server error: {_error_text(response.get('data', {}))}")
         return response

@@ -9,9 +9,9 @@ played to its end with the protocol's fallback action, the last stated belief ca
 evaluation does with an unusable answer). A bad action or belief raises ValueError naming it and
 leaves the week as it was.
 
-The seeds rules are the project's: a week for training comes from the condition's training seeds
-outside the tuning seeds (`conditions.check_training_seeds`; ood and discrete3 are evaluation-only);
-a week for evaluation from its evaluation seeds (`purpose="evaluation"`).
+The seeds rules are every front end's (`env.seed_rules`): a week for training comes from the
+condition's training seeds outside the tuning seeds (ood and discrete3 are evaluation-only); a week for
+evaluation from its evaluation seeds (`purpose="evaluation"`).
 """
 
 from __future__ import annotations
@@ -20,21 +20,29 @@ import math
 
 import numpy as np
 
+from ..env import RhythmEnv
+from ..env.episode import EpisodeBatch
+from ..env.seed_rules import PURPOSES, check_purpose, week_seed
+from ..env.spec import ACTIONS, BELIEF_DIMS, STEPS_PER_EPISODE, action_index
 from ..graders import GRADERS, get_grader
 from ..protocol import fallback_action, render_labeled_turn, render_tool_answer
-from .conditions import TRAINING_SEEDS, check_purpose_seeds, check_training_seeds, get_condition
-from .episode import EpisodeBatch
-from .rhythm_env import RhythmEnv, draw_training_seeds
-from .spec import ACTIONS, BELIEF_DIMS, STEPS_PER_EPISODE, action_index
 
-PURPOSES = ("training", "evaluation")
 DEFAULT_GRADER = "v3"
 
+# What each belief dimension means, as every text front end explains it (TRL's tool arguments, OpenEnv's
+# action fields).
+BELIEF_HELP = {
+    "social": "belief about the social dimension, 0 introvert .. 1 extrovert",
+    "morning": "belief about the morning dimension, 0 night owl .. 1 morning person",
+    "work": "belief about the work dimension, 0 drained by work .. 1 workaholic",
+}
 
-def check_purpose(purpose: str) -> str:
-    if purpose not in PURPOSES:
-        raise ValueError(f"unknown purpose {purpose!r}; allowed: {', '.join(PURPOSES)}")
-    return purpose
+
+def check_reset_arguments(given: dict, allowed) -> None:
+    """ValueError naming any argument a reset does not read (a misspelt seed would draw another week)."""
+    unknown = sorted(set(given) - set(allowed))
+    if unknown:
+        raise ValueError(f"unknown reset argument(s) {', '.join(map(str, unknown))}; allowed: {', '.join(allowed)}")
 
 
 def check_grader(grader: str) -> str:
@@ -43,32 +51,13 @@ def check_grader(grader: str) -> str:
     return grader
 
 
-def week_seed(condition: str, seed, purpose: str, rng: np.random.Generator) -> int:
-    """The episode seed a week of `purpose` starts from: `seed` checked against the seeds rules, or
-    (training only) one drawn by `rng` from the condition's training seeds outside the tuning seeds."""
-    get_condition(condition)
-    if seed is None:
-        if purpose == "evaluation":
-            raise ValueError("an evaluation week needs its seed (evaluation seeds are listed, never drawn)")
-        if condition not in TRAINING_SEEDS:
-            check_training_seeds(condition, [])  # names the conditions that have training seeds
-        return draw_training_seeds(rng, condition)
-    try:
-        whole = not isinstance(seed, (bool, str)) and float(seed).is_integer()
-    except (TypeError, ValueError):
-        whole = False
-    if not whole:
-        raise ValueError(f"seed {seed!r} is not an integer")
-    return check_purpose_seeds(condition, [int(seed)], purpose)[0]
-
-
 def check_belief(social, morning, work) -> np.ndarray:
     """The belief as an array, or ValueError naming the first value that is not a number in [0, 1]."""
     values = []
     for name, value in zip(BELIEF_DIMS, (social, morning, work)):
         if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
             raise ValueError(f"belief {name} must be a number in [0, 1], got {value!r}")
-        if not math.isfinite(value) or not 0.0 <= value <= 1.0:
+        if not math.isfinite(value) or not 0.0 <= value <= 1.0:  # NaN fails here and is named as nan
             raise ValueError(f"belief {name} must be a number in [0, 1], got {value!r}")
         values.append(float(value))
     return np.array(values)
@@ -147,10 +136,7 @@ class TextWeek:
         if not self.started:
             raise ValueError("no week started: call reset first")
         self.finish()
-        vec = self._env.vector
-        return EpisodeBatch(self.condition, vec.seeds.copy(), vec.factors.copy(), vec.meters_history.copy(),
-                            vec.action_history.copy(), self.beliefs[None].copy(), self.invalid[None].copy(),
-                            agent="text_week")
+        return EpisodeBatch.from_env(self._env, self.beliefs, self.invalid, agent="text_week")
 
     def grade(self) -> float:
         """The week's final score under `grader` (unfinished slots played by `finish`)."""
@@ -161,4 +147,5 @@ class TextWeek:
         return [obs.last_action for obs in self.history[1:]]
 
 
-__all__ = ["ACTIONS", "DEFAULT_GRADER", "PURPOSES", "TextWeek", "check_belief", "week_seed"]
+__all__ = ["ACTIONS", "BELIEF_HELP", "DEFAULT_GRADER", "PURPOSES", "TextWeek", "check_belief", "check_grader",
+           "check_purpose", "check_reset_arguments"]

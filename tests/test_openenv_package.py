@@ -1,0 +1,123 @@
+"""The OpenEnv environment package envs/rhythm_env: OpenEnv's layout passes `openenv validate`, it serves
+the same env as `rhythm serve-env` (its models are rhythm_core's: one copy), a running server passes
+`openenv validate --url`, and (slow) it installs in a fresh virtualenv without torch or Dagster and serves a
+week that grades as TextWeek grades it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from rhythm_core.env.spec import ACTIONS, STEPS_PER_EPISODE
+from rhythm_core.text_env import openenv_server
+from rhythm_core.text_env.week import TextWeek
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "envs" / "rhythm_env"
+
+SEED = 2345
+
+
+def validate(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "openenv.cli", "validate", *args], capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_openenv_validate_passes_on_the_package_folder():
+    static = validate(str(PACKAGE), "--level", "static", "--skip-build")
+    assert static.returncode == 0 and "PASS  static.manifest" in static.stdout and "Verdict: PASS" in static.stdout
+    # Every level: what needs the Docker image is skipped here, nothing fails.
+    full = validate(str(PACKAGE), "--skip-build")
+    assert full.returncode == 0 and "FAIL" not in full.stdout, full.stdout
+    for name in ("openenv.yaml", "pyproject.toml", "README.md", "models.py", "client.py", "server/app.py",
+                 "server/Dockerfile"):
+        assert (PACKAGE / name).is_file(), name
+    assert (PACKAGE / "README.md").read_text().startswith("---\ntitle: RhythmEnv")  # the Space front matter
+
+
+def test_the_package_serves_rhythm_cores_env_and_passes_validate_url(monkeypatch):
+    import uvicorn
+
+    monkeypatch.syspath_prepend(str(PACKAGE.parent))
+    from rhythm_env import RhythmAction, RhythmEnvClient
+    from rhythm_env.server import app as app_module
+
+    assert RhythmAction is openenv_server.RhythmAction and RhythmEnvClient is openenv_server.RhythmEnvClient
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app_module.app, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        while not server.started and thread.is_alive():
+            thread.join(0.02)
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        checked = validate("--url", url)
+        assert checked.returncode == 0, checked.stdout
+        assert play(RhythmEnvClient, RhythmAction, url) == expected_grade()
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+def plan() -> list[tuple[str, float, float, float]]:
+    return [(ACTIONS[(t * 3) % len(ACTIONS)], 0.4, t / 27, 0.6) for t in range(STEPS_PER_EPISODE)]
+
+
+def play(client_cls, action_cls, url: str) -> float:
+    with client_cls(base_url=url).sync() as env:
+        result = env.reset(condition="continuous", seed=SEED)
+        assert result.observation.task.startswith("You are a personal rhythm coach")
+        for action, social, morning, work in plan():
+            result = env.step(action_cls(action=action, social=social, morning=morning, work=work))
+        assert result.done
+        return result.reward
+
+
+def expected_grade() -> float:
+    week = TextWeek()
+    week.start("continuous", SEED)
+    for slot in plan():
+        week.act(*slot)
+    return week.grade()
+
+
+@pytest.mark.slow
+def test_the_package_installs_without_torch_or_dagster_and_serves_a_week(tmp_path):
+    """A fresh virtualenv (no system site-packages), `pip install envs/rhythm_env` from PyPI under the
+    project's lock, its `server` script on a free port, a week played from this process's client."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    python = venv / "bin" / "python"
+    build = tmp_path / "src"  # a copy: the in-tree build writes build/ and *.egg-info beside the sources
+    shutil.copytree(PACKAGE, build / "envs" / "rhythm_env")
+    shutil.copytree(ROOT / "rhythm_core", build / "rhythm_core", ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "-c", str(ROOT / "requirements.lock"),
+                    str(build / "envs" / "rhythm_env")], check=True, timeout=1200)
+    missing = subprocess.run([str(python), "-c", "import importlib.util as u; print([m for m in ('torch', 'dagster', "
+                              "'mlflow', 'transformers') if u.find_spec(m)])"], capture_output=True, text=True)
+    assert missing.stdout.strip() == "[]"
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([str(venv / "bin" / "server"), "--host", "127.0.0.1", "--port", str(port)],
+                              cwd=tmp_path, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        while validate("--url", url).returncode != 0:
+            assert server.poll() is None and time.monotonic() < deadline, "the installed server never came up"
+            time.sleep(1)
+        assert play(openenv_server.RhythmEnvClient, openenv_server.RhythmAction, url) == expected_grade()
+    finally:
+        server.terminate()
+        server.wait(30)
