@@ -21,10 +21,8 @@ from .teacher.stage import teacher_stage
 from .training.entry import run_stage
 from .training.publish import train_and_publish
 
-# 2,000 teacher weeks (the search teacher ~17 s, dataset ~8 s on a 2-core CPU). At 256 the recipe's
-# student did not learn the belief; at 1,000 it learned it but stayed shy of extreme profiles (beliefs
-# pulled back towards 0.5 beyond 0.3 / 0.7, where few of its training numbers lie): 0.018-0.029 worse
-# than the teacher over three SFT seeds, 0.012-0.017 at 2,000 with the same steps (benchmarks/README.md, D3).
+# 2,000 teacher weeks: with fewer the recipe's student stayed shy of extreme profiles (beliefs pulled
+# back towards 0.5, where most of its training numbers lie) (benchmarks/README.md, D3).
 DEFAULT_TEACHER_SEEDS = "1000-2999"
 
 # One recipe (the decisions in benchmarks/README.md): an offline teacher's weeks (`teacher`, a backend of
@@ -39,8 +37,8 @@ PRESETS: dict[str, dict] = {
     # (benchmarks/README.md, D2).
     "demo": {"teacher": "search", "teacher_seeds": DEFAULT_TEACHER_SEEDS, "dataset": {}, "sft": {}, "grpo": {},
              "eval_seeds": DEFAULT_EVAL_SEEDS},
-    # 3,000 weeks and 1,000 + 1,200 SFT steps: at 2,000 weeks and 1,000 + 800 the OOD recovery on the
-    # default evaluation seeds was 86-92% across runs (benchmarks/README.md, D13). The search teacher: at this budget its students score above the Bayesian teacher's
+    # 3,000 weeks and 1,000 + 1,200 SFT steps: with fewer weeks and steps the OOD recovery fell short
+    # (benchmarks/README.md, D13). The search teacher: at this budget its students score above the Bayesian teacher's
     # (benchmarks/README.md, D2). The innovation chain: its
     # students score above the linear chain's on continuous weeks, level elsewhere, paired over five
     # windows (benchmarks/README.md, D7); at the demo's

@@ -13,8 +13,8 @@ Bayesian teacher's values information the student cannot use; both pulled the st
 optimized them harder. This gives a dense per-decision reward at the cost of one short simulation,
 keeps each sequence to one prompt plus one answer, and lets prompts mix states visited by the
 teacher with states the SFT student reaches on its own; they come in runs that share a step of the
-week (`order_by_step`), so each GRPO step's answers are finished in one lockstep play (the demo's
-GRPO 74 s instead of 89-101 s; benchmarks/README.md, D27). After training, the gate
+week (`order_by_step`), so each GRPO step's answers are finished in one lockstep play (faster than
+shuffled prompts; benchmarks/README.md, D27). After training, the gate
 (training/validation.py) compares the GRPO student with its SFT start on held-out training weeks.
 
 GRPO samples the action alone. Each prompt ends with the frozen SFT student's own greedy reasoning and
@@ -23,7 +23,7 @@ answer, and the reward scores the whole answer (that prefix plus the completion)
 student distilled — its evidence increments and belief — is kept out of GRPO's reach; what GRPO
 refines is which action the student takes given what it believes. Sampling whole answers let GRPO
 rewrite the belief numbers too: rewarded on continuous training weeks, it raised the student's belief
-error on the more extreme OOD and discrete3 profiles and lowered their scores by up to 0.04
+error on the more extreme OOD and discrete3 profiles and lowered their scores
 (benchmarks/README.md, D28).
 
 Rewards (TRL sums them with `reward_weights`, then normalizes within each group):
@@ -66,10 +66,8 @@ from .week_rollouts import WeekRollouts, week_grade, week_openings
 
 @dataclass
 class GRPORunConfig:
-    # 10 steps of 16 completions (2 prompts x 8) at 2e-5. On the demo's SFT student, 10 and 20 steps
-    # both stayed within noise of their start on held-out training weeks over three GRPO seeds
-    # (tuning seeds −0.0007 / +0.0005 / −0.0015 with 10, −0.0026 / +0.0033 / +0.0016 with 20); 10
-    # saves ~18 s of the demo. The larger budget runs 50 (benchmarks/README.md, D26).
+    # 10 steps of 16 completions (2 prompts x 8): on the demo's SFT student more steps stayed within
+    # noise of their start and cost time; the larger budget runs 50 (benchmarks/README.md, D26).
     max_steps: int = 10
     learning_rate: float = 2e-5
     # Completions per optimizer step: per_device_train_batch_size x gradient_accumulation_steps (a
@@ -81,8 +79,8 @@ class GRPORunConfig:
     max_completion_length: int = 96
     temperature: float = 1.0
     beta: float = 0.02  # KL to the SFT reference (logged as kl)
-    # answer_validity, action_value. (A belief reward lost: with it the long preset's GRPO student lost
-    # 0.008 / 0.011 / 0.025 to its SFT start; and the belief is now the SFT student's own, not sampled.)
+    # answer_validity, action_value. (A belief reward lost, benchmarks/README.md, D24; and the belief is
+    # now the SFT student's own, not sampled.)
     reward_weights: list[float] = field(default_factory=lambda: [0.5, 1.0])
     grader: str = "v3"
     teacher_prompts: int = 256  # prompts sampled from sft_dataset (teacher-visited states)
@@ -93,7 +91,7 @@ class GRPORunConfig:
     # "step": one decision a prompt, the action sampled after the SFT student's own reasoning and belief
     # (the module docstring); "week": whole weeks sampled by the policy, the week's grade the reward
     # (week_rollouts.py), `week_seeds` training weeks from `student_seeds_start` on. Neither moved the
-    # demo's student beyond noise; "week" takes about twice the stage's time (benchmarks/README.md, D37).
+    # demo's student beyond noise, and "week" takes longer (benchmarks/README.md, D37).
     design: str = "step"
     week_seeds: int = 16
     # The gate (training/validation.py): after training, the GRPO student and its SFT start play up to

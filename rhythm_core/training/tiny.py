@@ -37,9 +37,9 @@ CHAT_TEMPLATE = (
 # earlier chunking (whitespace-led runs of non-space characters) let BPE fuse a compact JSON answer into
 # tokens such as '0.69,"morning":0.' or even one token for a whole frequent answer, so a belief value
 # had no token of its own and the student could not compose a new one: numbers are always whole tokens.
-# Splitting words from punctuation as well (the chunking before this one) cost 40% more tokens a week
-# for nothing the student used; attention over a whole week is most of a training step's cost, so the
-# shorter week trains ~1.6x faster per step and answers in 13 tokens instead of 28 (benchmarks/README.md, D10).
+# Splitting words from punctuation as well (the chunking before this one) cost more tokens a week for
+# nothing the student used; attention over a whole week is most of a training step's cost, so the
+# shorter week trains faster per step (benchmarks/README.md, D10).
 # A role header ("assistant\n" after <|im_start|>) is a chunk of its own: the tokenizer learns it as
 # one token (a turn's header was 5-9 byte-level tokens, a fifth of a week), and no merge can cross from
 # the generation prompt into the answer, so a prompt ending in the header tokenizes as in training.

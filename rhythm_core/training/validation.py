@@ -18,9 +18,8 @@ from .policy import LLMPolicyAgent
 from .side_by_side import run_side_by_side
 
 NOISE_SE = 2.0  # "worse beyond noise": the mean paired difference is below -2 standard errors
-# The candidate is the better one only when it is ahead by at least one standard error: of the eleven
-# GRPO runs from the demo's SFT student in benchmarks/README.md (D27), the two ahead
-# by less (+0.0009 +- 0.0080, +0.0041 +- 0.0085) lost up to 0.025 and 0.018 on the evaluation seeds.
+# The candidate is the better one only when it is ahead by at least one standard error: GRPO runs
+# ahead by less lost on the evaluation seeds (benchmarks/README.md, D27).
 GAIN_SE = 1.0
 
 
