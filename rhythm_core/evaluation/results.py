@@ -10,13 +10,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ..artifacts import atomic_write_text, files_digest, is_version_folder, publish_dir, staging, verify_artifact
+from ..artifacts import atomic_write_text, files_digest, publish_dir, staging, verify_artifact
 from ..env.conditions import CONDITIONS
 from ..env.episode import EpisodeBatch
 from ..env.profiles import prior_stats
 from ..env.spec import ACTIONS, ENV_VERSION
 from ..graders import get_grader, mean_ci95
-from ..outputs import FILES_MANIFEST
 from .rollouts import load_rollouts
 
 RESULTS_SCHEMA = "rhythm-eval-results-1"
@@ -381,17 +380,6 @@ def read_history(folders, legacy: Path | None = None):
     latest = table.group_by("run_id").agg(pl.col("_write").max())
     table = table.join(latest, on=["run_id", "_write"], how="semi").drop("_write")
     return table.sort(["timestamp", "condition", "agent"])
-
-
-def append_history(history_dir, results: dict, *, run_id: str, timestamp: float, rollouts_version: str):
-    """Write this evaluation's rows (`write_history`) and return the whole table of a local history
-    folder; re-running the same run id replaces its rows."""
-    history_dir = Path(history_dir)
-    write_history(history_dir, results, run_id=run_id, timestamp=timestamp, rollouts_version=rollouts_version)
-    folders = [p.parent for p in sorted(history_dir.glob(f"*/{FILES_MANIFEST}")) if is_version_folder(p.parent.name)]
-    for folder in folders:
-        verify_artifact(folder)
-    return read_history(folders, legacy=history_dir.parent / "history.parquet")
 
 
 def history_markdown(history, agent_prefix: str = "student", last: int = 10) -> str:

@@ -4,8 +4,7 @@
 `INCREMENT_NUMBER`, `stated_increments`, `last_stated_belief`, `belief_due`).
 
 `parse_answer` reads a whole answer's values through its JSON; the readers here find the numbers
-where they stand in a text that is not one answer: a conversation (the belief probe reads what the
-model would write at each number) or an answer still being written (greedy decoding writes the
+where they stand in a text that is not one answer: a conversation, or an answer still being written (greedy decoding writes the
 belief as the previous answer's plus the increment just written: `training/number_decoding.py`).
 They read the canonical answer's layout (`format_answer`: the reasoning first, then the belief's
 dimensions in their order) and the evidence reasoning's ("social +0.01 morning +0.00 work -0.05":
