@@ -16,6 +16,7 @@ from .artifacts import is_version_folder, write_result
 from .data.stages import dataset_stage, reeval_stage
 from .evaluation.results import eval_results_stage
 from .evaluation.rollouts import DEFAULT_EVAL_SEEDS, eval_rollouts_stage, teacher_player
+from .graders import DEFAULT_GRADER
 from .teacher.settings import DEFAULT_BACKEND, TeacherSettings
 from .teacher.stage import teacher_stage
 from .training.entry import run_stage
@@ -84,7 +85,7 @@ def _published(run_dir: Path, stage: str) -> dict:
     return {"path": str(versions[0]), "version": versions[0].name}
 
 
-def run_distillation(out, preset: str | dict = DEFAULT_PRESET, *, grader: str = "v3", log: Callable[[str], None] = print,
+def run_distillation(out, preset: str | dict = DEFAULT_PRESET, *, grader: str = DEFAULT_GRADER, log: Callable[[str], None] = print,
                      with_grpo: bool = True, reuse_sft_from=None) -> dict:
     """Run the recipe into `out`; `preset` is a name of PRESETS or a dict of the same shape.
     `with_grpo=False` stops after SFT and evaluates the SFT student only (faster variant sweeps).

@@ -28,12 +28,12 @@ from ..env import BatchObservation, VectorRhythmEnv
 from ..env.dynamics import NOISE_SD, neutral_delta, profile_jacobian, profile_tensor
 from ..env.profiles import gaussian_prior
 from ..env.spec import ACTIONS, BELIEF_DIMS, BELIEF_WEIGHTS, FACTORS, METERS, SLOTS, STEPS_PER_EPISODE, true_belief
-from ..graders import get_grader
+from ..graders import DEFAULT_GRADER, get_grader
 from .base import Agent, Decision
 from .planner import action_values
 
 INFO_WEIGHT = 0.5
-PLAN_GRADER = "v3"  # the grade the teacher's planner maximises (the project's default grader)
+PLAN_GRADER = DEFAULT_GRADER  # the grade the teacher's planner maximises
 _W = BELIEF_WEIGHTS
 
 

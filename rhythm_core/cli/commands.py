@@ -212,7 +212,7 @@ def _cmd_plugin(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ..graders import GRADERS
+    from ..graders import DEFAULT_GRADER, GRADERS
 
     parser = OneLineParser(prog="rhythm", description="RhythmEnv distillation toolkit", formatter_class=HelpFormatter)
     parser.add_argument("--version", action="version", version=f"rhythm {package_version()}")
@@ -226,7 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     def grader(p, help="the grader that scores the episodes"):
-        p.add_argument("--grader", choices=list(GRADERS), default="v3", help=help)
+        p.add_argument("--grader", choices=list(GRADERS), default=DEFAULT_GRADER, help=help)
 
     p = command("baselines", "score the baseline agents on a condition", _cmd_baselines, check_baselines)
     p.add_argument("--condition", choices=list(CONDITIONS), default="continuous", help="which kind of week to play")

@@ -9,6 +9,8 @@ from .v2 import GraderV2
 from .v3 import GraderV3
 
 GRADERS: dict[str, type[Grader]] = {"v2": GraderV2, "v3": GraderV3}
+# The grader the recipe plays, trains and reports under unless told otherwise (`RHYTHM_GRADER`).
+DEFAULT_GRADER = "v3"
 
 
 def get_grader(name: str) -> Grader:
@@ -18,4 +20,4 @@ def get_grader(name: str) -> Grader:
         raise ValueError(f"unknown grader {name!r}; allowed: {', '.join(GRADERS)}") from None
 
 
-__all__ = ["GRADERS", "GradeResult", "Grader", "GraderV2", "GraderV3", "get_grader", "mean_ci95"]
+__all__ = ["DEFAULT_GRADER", "GRADERS", "GradeResult", "Grader", "GraderV2", "GraderV3", "get_grader", "mean_ci95"]

@@ -36,6 +36,18 @@ _STATED_BELIEF = re.compile(r'"belief":\s*\{' + r",\s*".join(f'"{d}":\\s*{_BELIE
                             + r"\}")
 _BELIEF_DUE = re.compile(f'"{_DIM}":\\s*$')
 
+# The numbers as tokens. A number with its leading space is one piece of text the tiny tokenizer never
+# splits or merges with its neighbours (`NUMBER_CHUNK`; `NUMBER_START` begins one), so every number is
+# a token of its own; a token is a decimal number when it matches `DECIMAL_TOKEN` (its embedding
+# starts with value features, `training/tiny.py`), and the two kinds an answer writes on the grid are
+# an increment (" +0.20", after a space in the reasoning) and a belief ("0.84"), which greedy decoding
+# writes as the median of their values (`training/number_decoding.py`).
+NUMBER_START = r"\s?[+-]?\d"
+NUMBER_CHUNK = r"\s?[+-]?\d+(?:\.\d+)?"
+DECIMAL_TOKEN = re.compile(r"^\s?[+-]?\d*\.\d+$")
+INCREMENT_TOKEN = re.compile(f"^ [+-]0\\.\\d{{{DECIMALS}}}$")
+BELIEF_TOKEN = re.compile(f"^(0\\.\\d{{1,{DECIMALS}}}|1\\.0)$")
+
 
 def signed(value) -> str:
     """A number as prompts and answers write a change: signed, on the grid ("+0.05", "-0.10"); one

@@ -34,6 +34,11 @@ _MAX_PARAM_LENGTH = 6000  # MLflow's limit on a param value
 _METRIC_NAME = re.compile(r"[^0-9A-Za-z_\-. :/]")  # what MLflow accepts in a metric name (as transformers does)
 
 
+def metric_name(name: str) -> str:
+    """`name` as MLflow accepts a metric name: every other character written as '_'."""
+    return _METRIC_NAME.sub("_", name)
+
+
 def local_store_uri(root) -> str:
     """The default tracking store of a rhythm storage root: a SQLite file under `<root>/mlflow`."""
     return "sqlite:///" + str((Path(root) / "mlflow" / "mlflow.db").resolve())
@@ -84,7 +89,7 @@ def numeric_metrics(entry: dict, prefix: str = "") -> dict[str, float]:
         if isinstance(value, dict):
             out.update(numeric_metrics(value, f"{name}/"))
         elif isinstance(value, int | float) and math.isfinite(value):
-            out[_METRIC_NAME.sub("_", name)] = float(value)
+            out[metric_name(name)] = float(value)
     return out
 
 

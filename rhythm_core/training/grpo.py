@@ -48,7 +48,7 @@ from ..agents.rollout import play_lockstep
 from ..artifacts import verify_artifact
 from ..env import EnvState, VectorRhythmEnv
 from ..env.spec import BELIEF_DIMS, STEPS_PER_EPISODE
-from ..graders import get_grader
+from ..graders import DEFAULT_GRADER, get_grader
 from ..protocol import DatasetFormat, action_prefix, parse_answer
 from ..tracking.callback import attach_tracking
 from ..tracking.store import report_to_list
@@ -56,7 +56,7 @@ from .adapters import FROZEN_ADAPTER, AdapterView, load_frozen_adapter
 from .fused_head import labelled_positions_only, speedups
 from .generation import SamplingConfig, generate_answers
 from .last_layer import last_layer_on_read_positions
-from .models import TINY, checkpoint_info, device_name, load_model_and_tokenizer, prompt_variant
+from .models import TINY, answer_token_budget, checkpoint_info, device_name, load_model_and_tokenizer, prompt_variant
 from .plots import plot_curves
 from .policy import LLMPolicyAgent
 from .sft import StreamLogs, model_card, with_system_prompt
@@ -82,7 +82,7 @@ class GRPORunConfig:
     # answer_validity, action_value. (A belief reward lost, benchmarks/README.md, D24; and the belief is
     # now the SFT student's own, not sampled.)
     reward_weights: list[float] = field(default_factory=lambda: [0.5, 1.0])
-    grader: str = "v3"
+    grader: str = DEFAULT_GRADER
     teacher_prompts: int = 256  # prompts sampled from sft_dataset (teacher-visited states)
     student_episodes: int = 4  # SFT-student episodes played to collect student-visited states
     student_seeds_start: int = 9000  # training seeds for the student's own episodes
@@ -312,7 +312,7 @@ def week_design(config: GRPORunConfig, tokenizer, variant: str, prompt_format: s
     weeks = {o[-1]["content"]: ("continuous", s) for o, s in zip(openings, seeds)}
     per_step = max(1, config.completions_per_step // config.num_generations)
     rows = [openings[i % len(openings)] for i in range(config.max_steps * per_step)]  # TRL reads no further
-    answer_tokens = int(1.5 * info["max_answer_tokens"]) if info.get("max_answer_tokens") else config.max_completion_length
+    answer_tokens = answer_token_budget(info) or config.max_completion_length
     rollouts = WeekRollouts(tokenizer, weeks, variant=variant, prompt_format=prompt_format, grader=config.grader,
                             max_new_tokens=answer_tokens, seed=config.seed,
                             sum_beliefs=info.get("readout_form") == "linear")  # as the student plays

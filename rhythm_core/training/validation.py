@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..agents.rollout import rollout
-from ..graders import get_grader
+from ..graders import DEFAULT_GRADER, get_grader
 from .generation import SamplingConfig
 from .policy import LLMPolicyAgent
 from .side_by_side import run_side_by_side
@@ -36,7 +36,7 @@ def validation_weeks(dataset_dir, limit: int = 64) -> dict[str, list[int]]:
 
 
 def compare_students(candidate: tuple[str, str], reference: tuple[str, str], weeks: dict[str, list[int]],
-                     grader: str = "v3", max_new_tokens: int | None = None) -> dict:
+                     grader: str = DEFAULT_GRADER, max_new_tokens: int | None = None) -> dict:
     """Play two checkpoints — (name, model dir) each — on `weeks` and compare them under `grader`.
     Returns each one's mean score, the paired difference candidate - reference with its standard
     error, whether the candidate is worse beyond noise, and which of the two is better."""
