@@ -5,6 +5,7 @@ history table, lineage inspection, and the regrade job's selection."""
 import datetime
 import os
 import re
+import warnings
 
 import dagster as dg
 import polars as pl
@@ -36,10 +37,14 @@ def test_weekly_schedule_requests_the_next_window_and_is_off_by_default():
     assert schedule.job_name == "reevaluate"
     requests = []
     for day in (datetime.datetime(2026, 11, 23, 6, tzinfo=datetime.UTC), datetime.datetime(2026, 11, 30, 6, tzinfo=datetime.UTC)):
-        with dg.build_schedule_context(scheduled_execution_time=day) as context:
+        with dg.build_schedule_context(scheduled_execution_time=day) as context, warnings.catch_warnings():
+            warnings.simplefilter("error", DeprecationWarning)  # tag keys Dagster accepts (one namespace)
             requests.append(schedule.evaluate_tick(context).run_requests[0])
     configs = [r.run_config["ops"]["eval_rollouts"]["config"] for r in requests]
     assert configs[0] != configs[1] and requests[0].run_key != requests[1].run_key
+    # the run says which window and seeds it plays
+    assert requests[1].tags["rhythm/continuous_seeds"] == configs[1]["continuous_seeds"]
+    assert int(requests[1].tags["rhythm/eval_window"]) == int(requests[0].tags["rhythm/eval_window"]) + 1
     for config in configs:
         assert not set(parse_seeds(config["continuous_seeds"])) & set(TRAINING_SEEDS["continuous"])
     job = defs.resolve_job_def("reevaluate")

@@ -67,7 +67,8 @@ def test_sft_tokenizes_weeks_once_exactly_as_trl_prepares_them(sft_result, short
     rows = with_system_prompt(rows, "compact")
     trl = SFTTrainer(model=AutoModelForCausalLM.from_pretrained(sft_result[0]["model_dir"]), train_dataset=rows,
                      args=SFTConfig(output_dir=str(tmp_path), assistant_only_loss=True, max_length=4096, report_to=[],
-                                    use_cpu=True), processing_class=tokenizer).train_dataset
+                                    use_cpu=True, activation_checkpointing=False),
+                     processing_class=tokenizer).train_dataset
     ours = tokenized_weeks(rows, tokenizer)
     assert ours["input_ids"] == trl["input_ids"] and ours["labels"] == trl["labels"]
     assert all(0 < sum(label != -100 for label in labels) < len(labels) for labels in ours["labels"])

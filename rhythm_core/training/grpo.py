@@ -374,7 +374,7 @@ def run_grpo(config: GRPORunConfig, dataset_dir, init_dir, out_dir, *, on_log: C
         report_to=report_to_list(config.report_to), use_cpu=not cuda, bf16=cuda and torch.cuda.is_bf16_supported(),
         seed=config.seed, shuffle_dataset=False,  # build_prompt_dataset ordered the prompts (order_by_step)
         use_vllm=False, disable_tqdm=True,
-        gradient_checkpointing=not tiny_base,
+        activation_checkpointing=not tiny_base,  # gradient checkpointing (its name since transformers 5)
     )
     trainer = GRPOTrainer(model=model, reward_funcs=reward_funcs, args=args, train_dataset=prompts,
                           processing_class=tokenizer, callbacks=[StreamLogs(on_log).callback], rollout_func=rollout_func)
