@@ -139,7 +139,7 @@ def test_grpo_rewards_vary_within_groups_and_checkpoint_saves(sft_result, short_
 
 
 def test_grpo_prompts_come_in_runs_that_share_a_step_so_one_play_scores_them():
-    from rhythm_core.training.grpo import order_by_step
+    from rhythm_core.training.grpo_prompts import order_by_step
 
     rows = [{"condition": c, "step": s, "id": i} for i, (c, s) in
             enumerate([("continuous", s) for s in range(7) for _ in range(3)] + [("ood", 2)] * 2)]
@@ -159,7 +159,7 @@ def test_grpo_prompt_text_tokenizes_to_exactly_the_chat_templates_tokens(sft_res
     from tokenizers.processors import TemplateProcessing
     from transformers import AutoTokenizer
 
-    from rhythm_core.training.grpo import prompt_texts
+    from rhythm_core.training.grpo_prompts import prompt_texts
 
     tiny = AutoTokenizer.from_pretrained(sft_result[0]["model_dir"])
     with_bos = copy.deepcopy(tiny)  # a Llama-style tokenizer: its template and its tokenizer both add BOS
@@ -284,7 +284,8 @@ def test_the_recipe_trains_in_two_phases_plays_its_own_conversation_and_feeds_gr
     from rhythm_core.teacher.settings import TeacherSettings
     from rhythm_core.teacher.trajectories import read_trajectories
     from rhythm_core.training.generation import SamplingConfig
-    from rhythm_core.training.grpo import GRPORunConfig, _teacher_prompts, build_prompt_dataset, run_grpo
+    from rhythm_core.training.grpo import GRPORunConfig, run_grpo
+    from rhythm_core.training.grpo_prompts import _teacher_prompts, build_prompt_dataset
     from rhythm_core.training.policy import LLMPolicyAgent
     from rhythm_core.training.sft import SFTRunConfig, run_sft, with_system_prompt
 

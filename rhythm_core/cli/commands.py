@@ -178,7 +178,7 @@ def _cmd_gpu_check(args) -> int:
     import tempfile
     from pathlib import Path
 
-    from ..compute.gpu_check import WORK_PREFIX, run_check
+    from ..gpu_check.run import WORK_PREFIX, run_check
 
     # A folder the user named is theirs to keep (it may hold an earlier run's stages, which --stages
     # can build on); the default temporary one (gigabytes on a GPU) goes at the end, an interrupt too.
@@ -363,7 +363,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                 "object store (s3://bucket/prefix: every version is uploaded there)")
     grader(p)
 
-    from ..compute.gpu_check import STAGES
+    from ..gpu_check.run import STAGES
 
     p = command("gpu-check", "before paying for GPU time: every GPU stage offline on a random-weight 3B-shaped "
                 "student and the demo's tiny one, each in a child process under a time budget; exit 1 when one "

@@ -217,6 +217,19 @@ def plotted_figures(results: dict, decimals: int = 4) -> dict[str, float]:
     return dict(sorted(out.items()))
 
 
+def evaluation_metrics(results: dict) -> dict[str, float]:
+    """What an evaluation's MLflow run logs: per condition and agent the final score under the active
+    grader (`{condition}/{agent}/final_score`) and under every other grader it was graded with
+    (`.../final_score.v2`), belief MAE, recovery and invalid rate (students and API teachers)."""
+    out = dict(headline_figures(results, decimals=6))
+    for condition, block in results["conditions"].items():
+        for agent, m in block["agents"].items():
+            for grader, graded in m.get("by_grader", {}).items():
+                if grader != results["grader"]:
+                    out[f"{condition}/{agent}/final_score.{grader}"] = round(float(graded["final_score"]), 6)
+    return out
+
+
 MAX_INVALID_RATE = 0.05  # the most invalid answers a student may give (the evaluation check, the registry's floor)
 
 
