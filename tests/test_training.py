@@ -94,18 +94,18 @@ def test_tokenizer_keeps_numbers_and_actions_compact(sft_result):
 
 
 def test_grpo_rewards_vary_within_groups_and_checkpoint_saves(sft_result, short_dataset, monkeypatch):
-    from rhythm_core.training import grpo
+    from rhythm_core.training import grpo, grpo_prompts
     from rhythm_core.training.grpo import GRPORunConfig, run_grpo
 
     plays, ordered = [], []  # the (condition, step) pairs each action_value call plays from; the prompt order
-    score, order = grpo.student_continuation_scores, grpo.order_by_step
+    score, order = grpo.student_continuation_scores, grpo_prompts.order_by_step
 
     def recorded(agent, states, *args):
         plays.append({(s.condition, s.step) for s in states})
         return score(agent, states, *args)
 
     monkeypatch.setattr(grpo, "student_continuation_scores", recorded)
-    monkeypatch.setattr(grpo, "order_by_step", lambda *args: ordered.extend(order(*args)) or ordered)
+    monkeypatch.setattr(grpo_prompts, "order_by_step", lambda *args: ordered.extend(order(*args)) or ordered)
     built, build = [], grpo.build_prompt_dataset
     monkeypatch.setattr(grpo, "build_prompt_dataset", lambda *args: built.append(build(*args)) or built[-1])
     result = run_grpo(GRPORunConfig(max_steps=3, teacher_prompts=32, student_episodes=1, temperature=0.8),
