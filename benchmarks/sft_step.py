@@ -34,7 +34,7 @@ def time_steps(base: Path, train, max_length: int, steps: int, variant: str) -> 
     args = SFTConfig(output_dir=str(base.parent / "trainer"), max_steps=steps, learning_rate=1e-3,
                      per_device_train_batch_size=8, max_length=max_length, assistant_only_loss=True,
                      logging_steps=max(1, steps // 3), eval_strategy="no", save_strategy="no", report_to=[],
-                     use_cpu=True, gradient_checkpointing=False, seed=0, disable_tqdm=True)
+                     use_cpu=True, activation_checkpointing=False, seed=0, disable_tqdm=True)
     trainer = SFTTrainer(model=model, args=args, train_dataset=train, processing_class=tokenizer)
     with (labelled_positions_only() if variant != VARIANTS[0] else contextlib.nullcontext(),
           last_layer_on_read_positions(model) if variant == VARIANTS[2] else contextlib.nullcontext()):

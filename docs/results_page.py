@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
+import statistics
 import sys
 from pathlib import Path
 
@@ -104,6 +106,198 @@ def readme_table(demo: dict) -> str:
         source(demo),
         README_END,
     ])
+
+
+# ---------------------------------------------------------------------------------------------
+# figures in the prose of README.md, docs/ and benchmarks/README.md: each between
+# `<!-- fig NAME -->` and `<!-- /fig -->`, written by FIGURES[NAME] from its result file
+FIG_START = re.compile(r"<!-- fig ([a-z0-9_]+) -->")
+FIG_END = "<!-- /fig -->"
+
+
+def _need(name: str) -> dict:
+    record = load(name)
+    if record is None:
+        raise SystemExit(f"{RESULTS / (name + '.json')} is missing: a page cites it between `<!-- fig … -->` markers")
+    return record
+
+
+def _transcribed(record: dict) -> str:
+    return f"transcribed from {record['transcribed_from']}"
+
+
+def _span(values, fmt: str) -> str:
+    low, high = min(values), max(values)
+    return fmt.format(low) if fmt.format(low) == fmt.format(high) else f"{fmt.format(low)} to {fmt.format(high)}"
+
+
+def fig_demo_log() -> str:
+    """The demo's output as a user sees it, its times and results from the demo's seed-0 run."""
+    record = _need("demo")
+    run = demo_run(record)
+    s, checks = run["stage_s"], run["checks"]
+    lines = [f"[{i}/{len(s)}] {name:<22}done in {seconds:.0f} s" for i, (name, seconds) in enumerate(s.items(), 1)]
+    lines[3] += f": final loss {run['final_train_loss']:.3f}"
+    lines[4] += f": vs SFT on validation {run['gate']:+.4f}, headline {run['headline']}"
+    machine = record["machine"]
+    return "\n".join([
+        "```", f"$ make demo        # {machine.get('cores')}-core {machine.get('cpu')} (kernels pinned to "
+        f"{run['kernels'].upper()})",
+        f"rhythm demo: job rhythm_lineage, run …, {len(s)} stages (DAGSTER_HOME=…)",
+        "full log: …/storage/logs/demo-….log", *lines, "",
+        f"run …: {'SUCCESS' if run['success'] else 'FAILURE'} in {run['wall_s']:.0f} s",
+        f"…  the results table, every asset check ({sum(v == 'passed' for v in checks.values())} of {len(checks)} "
+        "passed here, or FAILED with its severity and why),",
+        "   the students' checkpoint folders and how to open the run (`rhythm lineage`, `make ui`)", "```"])
+
+
+def fig_readme_windows() -> str:
+    run = demo_run(_need("demo"))
+    paired = _need("paired_belief_sum")["figures"]
+    gap = run["belief_gap"]["ood/student_sft"][0]
+    by_seed = [n for n in paired["by_window"]["ood"]["all"] if n.startswith("sum_")]
+    by_condition = {c: _span([paired["by_window"][c]["all"][n]["mean"] for n in paired["by_window"][c]["all"]
+                              if n.startswith("sum_")], "{:+.3f}") for c in CONDITIONS}
+    sum_gain = _span([paired["pairs"][c]["mean of the pairs"]["v3"]["mean"] for c in CONDITIONS], "{:+.3f}")
+    return (f"its belief error is {gap:.3f} above the Bayesian teacher's on OOD weeks (the table's other conditions "
+            f"above). Over the demo's {len(by_seed)} SFT seeds and windows {paired['windows']} of evaluation seeds, "
+            f"paired per week, its score minus the Bayesian teacher's is "
+            + ", ".join(f"{by_condition[c]} ({c})" for c in CONDITIONS)
+            + f"; the decoder's sum adds {sum_gain} on average. GRPO's gate is {run['gate']:+.4f} ± "
+            f"{num(run['gate_se'], '{:.4f}')}, so the headline is `{run['headline']}`")
+
+
+def fig_readme_long() -> str:
+    record = _need("long_preset")
+    means = record["figures"]["mean_over_windows"]
+    product = {c.split(" ")[0]: v for c, v in means.items() if "the product" in c}
+    return (f"scores {_span(product['continuous'], '{:+.3f}')} (continuous), {_span(product['ood'], '{:+.3f}')} (OOD) "
+            f"and {_span(product['discrete3'], '{:+.3f}')} (discrete3) against the Bayesian teacher per SFT seed over "
+            f"those windows, in {record['figures']['wall_s'] / 60:.0f} minutes a run ({_transcribed(record)})")
+
+
+def fig_readme_gpu() -> str:
+    record = _need("gpu_check_h200")
+    stages = record["figures"]["stages"]
+    done = all(s.get("status") == "ok" for s in stages.values())
+    return (f"On an H200 {'every stage finished' if done else 'a stage failed'}: LoRA SFT {stages['lora_sft']['seconds']} s, "
+            f"GRPO {stages['grpo']['seconds']} s, the play {stages['play']['seconds']} s ({_transcribed(record)})")
+
+
+def fig_tracking_cost() -> str:
+    record = _need("tracking_overhead")
+    f = record["figures"]
+    without, with_ = (statistics.median(f["process_wall_s"][k]) for k in ("none", "mlflow"))
+    return (f"{f['median_difference']:+.0%} on a {f['steps']}-step SFT run ({without:.1f} s without, {with_:.1f} s with, "
+            f"{f['repeats']} runs each, `tracking_overhead.json`)")
+
+
+def fig_teacher_throughput() -> str:
+    f = _need("teacher_throughput")["figures"]
+    t, api, stages = f["bayes_teacher"], f["openai_backend"], f["data_stages"]
+    return (f"{t['workers_2']['episodes']:,} Bayesian-teacher episodes in {t['workers_2']['wall_s']} s with two workers "
+            f"against {t['workers_1']['wall_s']} s with one; against a local OpenAI-compatible server with "
+            f"{api['latency_s'] * 1000:.0f} ms latency, concurrency 16 is {api['speed_up']}× the sequential throughput; "
+            f"the demo's data stages on {stages['weeks']:,} weeks of the {stages['teacher']} teacher: teacher "
+            f"{stages['teacher stage']} s, re-grade {stages['re-grade report']} s, dataset {stages['SFT dataset']} s "
+            "(`teacher_throughput.json`)")
+
+
+def fig_teacher_cost() -> str:
+    c = _need("teacher_cost_table")["figures"]["cost"]
+    p = c["prices_per_m"]
+    return (f"{c['cached_fraction']:.0%} of prompt tokens cached and "
+            f"${c['by_reasoning_tokens_per_request']['0']['usd_per_30_episodes']:.2f} per {c['episodes']} episodes at "
+            f"${p['input']:.2f}/${p['cached_input']:.2f}/${p['output']:.0f} per M before reasoning tokens "
+            "(`teacher_cost_table.json`)")
+
+
+def fig_executor_cost() -> str:
+    paths = _need("executor_paths")["figures"]["paths"]
+    multi = next(v for k, v in paths.items() if k.startswith("multiprocess"))
+    return (f"{multi['wall_s'] / paths['in_process']['wall_s']:.2f}× the in-process run for the lineage "
+            f"({multi['wall_s']:.0f} s against {paths['in_process']['wall_s']:.0f} s, `executor_paths.json`)")
+
+
+def fig_kernel_isa() -> str:
+    f = _need("kernel_isa")["figures"]
+    rows = f["rows"]
+    walls = {k: " / ".join(f"{r['sft_wall_s']:.1f}" for r in rows if r["kernels"] == k) for k in ("avx2", "native")}
+    same = len({r["final_train_loss"] for r in rows}) == 1
+    return (f"{f['sft_steps']} SFT steps {walls['avx2']} s pinned against {walls['native']} s native, "
+            f"{'the same final loss' if same else 'different final losses'} (`kernel_isa.json`)")
+
+
+def fig_sft_step() -> str:
+    rows = _need("sft_step")["figures"]["rows"]
+
+    def ratio(length, variant):
+        return _span([r["s_per_step"][variant] / r["s_per_step"]["every position"] for r in rows
+                      if r["max_length"] == length], "{:.2f}")
+    return (f"{ratio(512, 'answers only')}× the s/step at 512 tokens, {ratio(4096, 'answers only')}× at 4,096, "
+            f"losses {'the same' if all(r['losses_agree'] for r in rows) else 'different'} (`sft_step.json`)")
+
+
+def fig_seed_spread() -> str:
+    runs = _need("demo")["figures"]["runs"]
+    recovery = [r["players"][c]["student_sft"]["recovery"] for r in runs for c in CONDITIONS]
+    return (f"recovery {pct(min(recovery))} to {pct(max(recovery))} over {len(runs)} runs "
+            f"(SFT seeds {', '.join(str(r['seed']) for r in runs)}; `demo.json`)")
+
+
+def fig_grpo_week() -> str:
+    """D37's measurements, transcribed: each lever against its SFT start, the step design, the lead, the cost."""
+    record = _need("grpo_week")
+    f = record["figures"]
+    lines = [f"Each GRPO student against its SFT start, {f['pairing']} ({_transcribed(record)}):"]
+    for lever in f["levers"]:
+        mae = f", belief MAE {' / '.join(lever['belief_mae'])}" if lever.get("belief_mae") else ""
+        lines.append(f"- {lever['lever']}: {' / '.join(lever['v3'])}{mae} ({lever['commit']}).")
+    lead, cost = f["long_preset_lead"], f["stage_s"]
+    lines += ["", f"Cost: {cost['what']}, {cost['week']} s for whole weeks against {cost['step']} s for the step "
+              f"design. The lead: the long preset's budget ({lead['steps']} steps at {lead['learning_rate']}, SFT seed "
+              f"{lead['sft_seed']} only) gave {' / '.join(lead['v3_over_sft_start'])} over its SFT start, gate "
+              f"{lead['gate']}, OOD against the Bayesian teacher {lead['ood_against_bayes']['sft_start']} → "
+              f"{lead['ood_against_bayes']['week_grpo']} ({lead['commit']})."]
+    return "\n".join(lines)
+
+
+FIGURES = {
+    "demo_log": fig_demo_log,
+    "readme_windows": fig_readme_windows,
+    "readme_long": fig_readme_long,
+    "readme_gpu": fig_readme_gpu,
+    "tracking_cost": fig_tracking_cost,
+    "teacher_throughput": fig_teacher_throughput,
+    "teacher_cost": fig_teacher_cost,
+    "executor_cost": fig_executor_cost,
+    "kernel_isa": fig_kernel_isa,
+    "sft_step": fig_sft_step,
+    "seed_spread": fig_seed_spread,
+    "grpo_week": fig_grpo_week,
+}
+
+
+def update_figures(text: str, path: Path) -> str:
+    """Every `<!-- fig NAME -->…<!-- /fig -->` span in a page rewritten from its result file."""
+    out, at = [], 0
+    for match in FIG_START.finditer(text):
+        if match.start() < at:
+            continue
+        end = text.find(FIG_END, match.end())
+        name = match.group(1)
+        if end < 0 or name not in FIGURES:
+            problem = "has no `<!-- /fig -->`" if end < 0 else f"names no figure in FIGURES ({', '.join(FIGURES)})"
+            raise SystemExit(f"{path}: `<!-- fig {name} -->` {problem}")
+        figure = FIGURES[name]()
+        out += [text[at:match.end()], f"\n{figure}\n" if "\n" in figure else figure, FIG_END]
+        at = end + len(FIG_END)
+    return "".join(out) + text[at:]
+
+
+def prose_pages() -> list[Path]:
+    pages = [README, REPO / "benchmarks" / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    return [p for p in pages if p.exists() and p != PAGE]
 
 
 def update_readme(text: str, demo: dict) -> str:
@@ -250,6 +444,27 @@ def _flat(value: dict, prefix: str = "") -> dict:
     return out
 
 
+def readable(key: str) -> str:
+    """A result file's key as a reader says it: `steps_per_s_stepping` → `steps/s stepping`, `wall_s` → `wall (s)`."""
+    parts = []
+    for part in str(key).split("."):
+        part = re.sub(r"_per_s(?=_|$)", "/s", part)
+        part = re.sub(r"_(s|usd|gib|kb)$", lambda m: f" ({ {'s': 's', 'usd': '$', 'gib': 'GiB', 'kb': 'kB'}[m.group(1)]})", part)
+        parts.append(part.replace("_", " "))
+    return " › ".join(parts)
+
+
+def shown(value) -> str:
+    """A figure at the precision it was measured to: 4 significant digits, thousands separated."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,.0f}" if abs(value) >= 1000 else f"{float(f'{value:.4g}'):g}"
+    return str(value)
+
+
 def section_flat(record: dict, title: str) -> list[str]:
     figures = dict(record["figures"])
     listed = figures.pop("rows", None)
@@ -267,20 +482,19 @@ def section_flat(record: dict, title: str) -> list[str]:
         elif isinstance(value, str) and len(value) > 24:
             skipped.append(prefix)  # a description, not a figure
         else:
-            rows.append([f"`{prefix}`", value if not isinstance(value, list) else ", ".join(map(str, value))])
+            rows.append([f"`{prefix}`", value if not isinstance(value, list) else " / ".join(map(shown, value))])
 
     walk("", record["figures"])
     groups: dict[str, list[str]] = {}
     for name, value in rows:  # one line per top-level group, its figures by their names under it
         head, _, rest = name.strip("`").partition(".")
-        shown = f"{value:.4g}" if isinstance(value, float) else value
-        groups.setdefault(head if rest else "", []).append(f"{rest or head} {shown}")
+        groups.setdefault(head if rest else "", []).append(f"{readable(rest or head)} {shown(value)}")
     out = [f"## {title}", "",
-           *[(f"- **{head}**: " if head else "- ") + ", ".join(items) for head, items in groups.items()], ""]
+           *[(f"- **{readable(head)}**: " if head else "- ") + "; ".join(items) for head, items in groups.items()], ""]
     if listed:
         flat = [_flat(row) for row in listed]
         columns = list(dict.fromkeys(k for row in flat for k in row))
-        out += [table(columns, [[row.get(c, "–") for c in columns] for row in flat]), ""]
+        out += [table([readable(c) for c in columns], [[shown(row.get(c, "–")) for c in columns] for row in flat]), ""]
     return out + [source(record), ""]
 
 
@@ -338,7 +552,9 @@ def main(argv=None) -> int:
     demo = load("demo")
     if demo is None:
         raise SystemExit(f"{RESULTS / 'demo.json'} is missing: run `python benchmarks/demo_checks.py` first")
-    wanted = {PAGE: page(), README: update_readme(README.read_text(), demo)}
+    wanted = {path: update_figures(path.read_text(), path) for path in prose_pages()}
+    wanted[README] = update_readme(wanted[README], demo)
+    wanted[PAGE] = page()
     stale = [path for path, text in wanted.items() if not path.exists() or path.read_text() != text]
     if args.check:
         for path in stale:

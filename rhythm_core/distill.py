@@ -15,16 +15,15 @@ from pathlib import Path
 from .data.stages import dataset_stage, reeval_stage
 from .evaluation.results import eval_results_stage
 from .evaluation.rollouts import DEFAULT_EVAL_SEEDS, eval_rollouts_stage, teacher_player
+from .graders import DEFAULT_GRADER
 from .store import is_version_folder, path_under, write_result
 from .teacher.settings import DEFAULT_BACKEND, TeacherSettings
 from .teacher.stage import teacher_stage
 from .training.entry import run_stage
 from .training.publish import train_and_publish
 
-# 2,000 teacher weeks (the search teacher ~17 s, dataset ~8 s on a 2-core CPU). At 256 the recipe's
-# student did not learn the belief; at 1,000 it learned it but stayed shy of extreme profiles (beliefs
-# pulled back towards 0.5 beyond 0.3 / 0.7, where few of its training numbers lie): 0.018-0.029 worse
-# than the teacher over three SFT seeds, 0.012-0.017 at 2,000 with the same steps (benchmarks/README.md, D3).
+# 2,000 teacher weeks: with fewer the recipe's student stayed shy of extreme profiles (beliefs pulled
+# back towards 0.5, where most of its training numbers lie) (benchmarks/README.md, D3).
 DEFAULT_TEACHER_SEEDS = "1000-2999"
 
 # One recipe (the decisions in benchmarks/README.md): an offline teacher's weeks (`teacher`, a backend of
@@ -39,8 +38,8 @@ PRESETS: dict[str, dict] = {
     # (benchmarks/README.md, D2).
     "demo": {"teacher": "search", "teacher_seeds": DEFAULT_TEACHER_SEEDS, "dataset": {}, "sft": {}, "grpo": {},
              "eval_seeds": DEFAULT_EVAL_SEEDS},
-    # 3,000 weeks and 1,000 + 1,200 SFT steps: at 2,000 weeks and 1,000 + 800 the OOD recovery on the
-    # default evaluation seeds was 86-92% across runs (benchmarks/README.md, D13). The search teacher: at this budget its students score above the Bayesian teacher's
+    # 3,000 weeks and 1,000 + 1,200 SFT steps: with fewer weeks and steps the OOD recovery fell short
+    # (benchmarks/README.md, D13). The search teacher: at this budget its students score above the Bayesian teacher's
     # (benchmarks/README.md, D2). The innovation chain: its
     # students score above the linear chain's on continuous weeks, level elsewhere, paired over five
     # windows (benchmarks/README.md, D7); at the demo's
@@ -86,7 +85,7 @@ def _published(run_dir: Path, stage: str) -> dict:
     return {"path": str(versions[0]), "version": versions[0].name}
 
 
-def run_distillation(out, preset: str | dict = DEFAULT_PRESET, *, grader: str = "v3", log: Callable[[str], None] = print,
+def run_distillation(out, preset: str | dict = DEFAULT_PRESET, *, grader: str = DEFAULT_GRADER, log: Callable[[str], None] = print,
                      with_grpo: bool = True, reuse_sft_from=None) -> dict:
     """Run the recipe into `out`; `preset` is a name of PRESETS or a dict of the same shape.
     `with_grpo=False` stops after SFT and evaluates the SFT student only (faster variant sweeps).

@@ -13,9 +13,9 @@ from pathlib import Path
 import dagster as dg
 
 from rhythm_core.code_version import grader_version, source_hash
-from rhythm_core.graders import GRADERS
+from rhythm_core.graders import DEFAULT_GRADER, GRADERS
 
-ACTIVE_GRADER = os.environ.get("RHYTHM_GRADER", "v3")
+ACTIVE_GRADER = os.environ.get("RHYTHM_GRADER", DEFAULT_GRADER)
 if ACTIVE_GRADER not in GRADERS:
     raise ValueError(f"RHYTHM_GRADER={ACTIVE_GRADER!r} is not a grader; allowed: {', '.join(GRADERS)}")
 

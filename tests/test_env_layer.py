@@ -33,7 +33,7 @@ def test_env_imports_nothing_else_from_rhythm_core():
 
 
 def test_the_text_front_ends_import_only_the_layers_below_them():
-    allowed = {"env", "protocol", "graders", "artifacts", "outputs"}  # artifacts/outputs: save_env_dataset
+    allowed = {"env", "protocol", "graders", "store"}  # store: save_env_dataset
     for name, names in imported_packages(ROOT / "rhythm_core" / "text_env").items():
         assert names <= allowed, (name, names - allowed)
     package = tomllib.loads((ROOT / "envs" / "rhythm_env" / "pyproject.toml").read_text())

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rhythm_core.compute.gpu_stages import (
+from rhythm_core.gpu_check.stages import (
     PlayVariant,
     StepClock,
     compare_tokens,
@@ -189,7 +189,7 @@ def test_a_stopped_check_leaves_no_process_and_no_work_folder(tmp_path):
         while stage is None and time.monotonic() < deadline and check.poll() is None:
             for pid, (ppid, _, _) in _processes().items():
                 try:
-                    is_stage = "rhythm_core.compute.gpu_check" in Path(f"/proc/{pid}/cmdline").read_text()
+                    is_stage = "rhythm_core.gpu_check.run" in Path(f"/proc/{pid}/cmdline").read_text()
                 except OSError:
                     is_stage = False
                 if ppid == check.pid and is_stage:

@@ -1,13 +1,22 @@
+import dataclasses
+
 import numpy as np
 import pytest
 
+from rhythm_core.env.episode import EpisodeBatch
 from rhythm_core.env.profiles import prior_stats
 from rhythm_core.graders import GRADERS, get_grader
 
 
+def take(episodes: EpisodeBatch, index) -> EpisodeBatch:
+    """The episodes at `index` (a slice), as a batch of their own."""
+    arrays = ("seeds", "factors", "meters", "actions", "beliefs", "invalid")
+    return dataclasses.replace(episodes, **{name: getattr(episodes, name)[index] for name in arrays})
+
+
 def with_beliefs(episodes, belief):
     """A copy of the episodes whose agent states `belief` ((N, 3) or (3,)) at every step."""
-    out = episodes.subset(slice(None))
+    out = take(episodes, slice(None))
     out.beliefs = np.broadcast_to(np.asarray(belief, dtype=float)[..., None, :], out.beliefs.shape).copy()
     return out
 
@@ -29,7 +38,7 @@ def test_scores_in_unit_interval_and_single_matches_batch(name, rollouts):
     assert sum(grader.weights.values()) == pytest.approx(1.0)
     weighted = sum(grader.weights[k] * parts[k] for k in grader.weights)
     assert np.allclose(scores, np.clip(weighted, 0.0, 1.0)) and np.mean((scores > 0) & (scores < 1)) > 0.9
-    one = grader.grade(episodes.subset(slice(3, 4)))
+    one = grader.grade(take(episodes, slice(3, 4)))
     assert one.final_score == pytest.approx(scores[3])
     assert one.components == pytest.approx({k: v[3] for k, v in parts.items()})
     with pytest.raises(ValueError, match="one episode"):
@@ -64,10 +73,10 @@ def test_v2_belief_component(rollouts):
 def test_v3_wellbeing_depends_on_the_persons_preferences(rollouts):
     """Same meters, different person: v3's wellbeing changes, v2's does not."""
     episodes = rollouts("heuristic", count=50)
-    social = episodes.subset(slice(None))
+    social = take(episodes, slice(None))
     social.factors = episodes.factors.copy()
     social.factors[:, 1] = 1.0  # values connection highly
-    loner = episodes.subset(slice(None))
+    loner = take(episodes, slice(None))
     loner.factors = episodes.factors.copy()
     loner.factors[:, 1] = 0.0
     v3 = get_grader("v3")

@@ -5,14 +5,16 @@ history table, lineage inspection, and the regrade job's selection."""
 import datetime
 import os
 import re
+import warnings
 
 import dagster as dg
 import polars as pl
 import pytest
 
 from rhythm_core.env.conditions import EVAL_SEEDS, TRAINING_SEEDS, parse_seeds
-from rhythm_core.evaluation.results import append_history
+from rhythm_core.evaluation.results import read_history, write_history
 from rhythm_core.evaluation.rollouts import DEFAULT_EVAL_SEEDS, evaluation_window
+from rhythm_core.store import LocalStore
 from rhythm_pipeline.definitions import defs
 
 
@@ -35,10 +37,14 @@ def test_weekly_schedule_requests_the_next_window_and_is_off_by_default():
     assert schedule.job_name == "reevaluate"
     requests = []
     for day in (datetime.datetime(2026, 11, 23, 6, tzinfo=datetime.UTC), datetime.datetime(2026, 11, 30, 6, tzinfo=datetime.UTC)):
-        with dg.build_schedule_context(scheduled_execution_time=day) as context:
+        with dg.build_schedule_context(scheduled_execution_time=day) as context, warnings.catch_warnings():
+            warnings.simplefilter("error", DeprecationWarning)  # tag keys Dagster accepts (one namespace)
             requests.append(schedule.evaluate_tick(context).run_requests[0])
     configs = [r.run_config["ops"]["eval_rollouts"]["config"] for r in requests]
     assert configs[0] != configs[1] and requests[0].run_key != requests[1].run_key
+    # the run says which window and seeds it plays
+    assert requests[1].tags["rhythm/continuous_seeds"] == configs[1]["continuous_seeds"]
+    assert int(requests[1].tags["rhythm/eval_window"]) == int(requests[0].tags["rhythm/eval_window"]) + 1
     for config in configs:
         assert not set(parse_seeds(config["continuous_seeds"])) & set(TRAINING_SEEDS["continuous"])
     job = defs.resolve_job_def("reevaluate")
@@ -63,11 +69,18 @@ def _results(score: float) -> dict:
                                                                                        "heuristic": metrics}}}}
 
 
+def history_table(root, legacy=None):
+    """The history as `eval_results` reads it: every published row file the store lists, each verified."""
+    store = LocalStore(root)
+    return read_history([store.fetch(url) for url in store.list_versions("eval_results/history")], legacy=legacy)
+
+
 def test_history_accumulates_across_materializations(tmp_path):
-    path = tmp_path / "history"
-    append_history(path, _results(0.4), run_id="a", timestamp=1.0, rollouts_version="r1")
-    append_history(path, _results(0.5), run_id="b", timestamp=2.0, rollouts_version="r2")
-    table = append_history(path, _results(0.6), run_id="b", timestamp=3.0, rollouts_version="r2")  # re-run of b
+    path = tmp_path / "eval_results" / "history"
+    write_history(path, _results(0.4), run_id="a", timestamp=1.0, rollouts_version="r1")
+    write_history(path, _results(0.5), run_id="b", timestamp=2.0, rollouts_version="r2")
+    write_history(path, _results(0.6), run_id="b", timestamp=3.0, rollouts_version="r2")  # re-run of b
+    table = history_table(tmp_path)
     assert table.height == 4 and len(list(path.glob("*/rows.parquet"))) == 3
     student = table.filter(pl.col("agent") == "student_grpo")
     assert student["final_score"].to_list() == [0.4, 0.6] and student["run_id"].to_list() == ["a", "b"]

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import polars as pl
 
-from rhythm_core.evaluation.results import append_history, read_history
+from rhythm_core.evaluation.results import read_history, write_history
 from rhythm_core.store import publish_dir, staging, staging_dir, verify_artifact
-from tests.test_operations import _results
+from tests.test_operations import _results, history_table
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -69,15 +69,16 @@ def test_twenty_evaluations_writing_history_at_once_lose_no_row(tmp_path):
     writer = textwrap.dedent(f"""
         import sys, json
         sys.path.insert(0, {str(REPO)!r})
-        from rhythm_core.evaluation.results import append_history
+        from rhythm_core.evaluation.results import write_history
         i = int(sys.argv[1])
-        append_history({str(history)!r}, json.loads(sys.argv[2]), run_id=f"run{{i}}", timestamp=float(i),
-                       rollouts_version="r")
+        write_history({str(history)!r}, json.loads(sys.argv[2]), run_id=f"run{{i}}", timestamp=float(i),
+                      rollouts_version="r")
     """)
     procs = [subprocess.Popen([sys.executable, "-c", writer, str(i), json.dumps(_results(i / 100))])
              for i in range(20)]
     assert [p.wait(timeout=300) for p in procs] == [0] * 20
-    table = append_history(history, _results(0.9), run_id="run20", timestamp=20.0, rollouts_version="r")
+    write_history(history, _results(0.9), run_id="run20", timestamp=20.0, rollouts_version="r")
+    table = history_table(tmp_path)
     assert table.height == 42 and sorted(set(table["run_id"])) == sorted(f"run{i}" for i in range(21))
     student = table.filter(pl.col("agent") == "student_grpo")
     assert student["final_score"].to_list() == [i / 100 for i in range(20)] + [0.9]
@@ -90,9 +91,10 @@ def test_a_rerun_of_the_same_run_replaces_its_rows_and_an_older_history_file_is_
                   "seeds": ["0-3"], "agent": ["student_grpo"], "n": [4], "final_score": [0.3], "ci95_lo": [0.2],
                   "ci95_hi": [0.4], "belief_mae": [0.2], "invalid_rate": [0.0]}).write_parquet(
         history.parent / "history.parquet")
-    append_history(history, _results(0.4), run_id="a", timestamp=1.0, rollouts_version="r1")
-    append_history(history, _results(0.5), run_id="b", timestamp=2.0, rollouts_version="r2")
-    table = append_history(history, _results(0.6), run_id="b", timestamp=3.0, rollouts_version="r2")  # b again
+    write_history(history, _results(0.4), run_id="a", timestamp=1.0, rollouts_version="r1")
+    write_history(history, _results(0.5), run_id="b", timestamp=2.0, rollouts_version="r2")
+    write_history(history, _results(0.6), run_id="b", timestamp=3.0, rollouts_version="r2")  # b again
+    table = history_table(tmp_path, legacy=history.parent / "history.parquet")
     student = table.filter(pl.col("agent") == "student_grpo")
     assert student["run_id"].to_list() == ["old", "a", "b"] and student["final_score"].to_list() == [0.3, 0.4, 0.6]
     folders = sorted(p.parent for p in history.glob("*/.rhythm-files.json"))
@@ -104,14 +106,14 @@ def test_a_staging_folder_that_already_holds_its_record_is_no_version(tmp_path):
     from rhythm_core.store import LocalStore, write_files_manifest
 
     history = tmp_path / "eval_results" / "history"
-    append_history(history, _results(0.4), run_id="a", timestamp=1.0, rollouts_version="r1")
+    write_history(history, _results(0.4), run_id="a", timestamp=1.0, rollouts_version="r1")
     # another (live) writer's staging, its record written, caught just before its rename into place
     import socket
 
     staged = history / f".staging-{socket.gethostname()}-{os.getpid()}-caught"
     staged.mkdir()
     write_files_manifest(staged, "eval_history", published=True)
-    table = append_history(history, _results(0.5), run_id="b", timestamp=2.0, rollouts_version="r2")
-    assert sorted(set(table["run_id"])) == ["a", "b"]
+    write_history(history, _results(0.5), run_id="b", timestamp=2.0, rollouts_version="r2")
+    assert sorted(set(history_table(tmp_path)["run_id"])) == ["a", "b"]
     versions = LocalStore(tmp_path).list_versions("eval_results/history")
     assert len(versions) == 2 and not any("/.staging" in v for v in versions)

@@ -178,7 +178,8 @@ def test_a_student_below_the_references_never_becomes_champion():
     """Blocking checks passed, no champion yet: a student that does not beat the heuristic and the
     fallback-only policy somewhere, or answers invalidly above 5%, still only gets `candidate`."""
     passed = {"grpo_checkpoint.grpo_not_worse_than_sft": True}
-    fine = {**_candidate(0.5, "a"), "vs_references": {"continuous": 0.02, "ood": 0.01}, "invalid_rate": {"ood": 0.05}}
+    fine = {**_candidate(0.5, "a"), "vs_references": {"continuous": 0.02, "ood": 0.01}, "invalid_rate": {"ood": 0.05},
+            "max_invalid_rate": 0.05}
     assert promotion_decision(fine, None, passed)["decision"] == "promoted"
     losing = promotion_decision({**fine, "vs_references": {"continuous": 0.02, "ood": -0.003}}, None, passed)
     assert (losing["decision"], losing["alias"]) == ("candidate", CANDIDATE)

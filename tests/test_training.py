@@ -67,7 +67,8 @@ def test_sft_tokenizes_weeks_once_exactly_as_trl_prepares_them(sft_result, short
     rows = with_system_prompt(rows, "compact")
     trl = SFTTrainer(model=AutoModelForCausalLM.from_pretrained(sft_result[0]["model_dir"]), train_dataset=rows,
                      args=SFTConfig(output_dir=str(tmp_path), assistant_only_loss=True, max_length=4096, report_to=[],
-                                    use_cpu=True), processing_class=tokenizer).train_dataset
+                                    use_cpu=True, activation_checkpointing=False),
+                     processing_class=tokenizer).train_dataset
     ours = tokenized_weeks(rows, tokenizer)
     assert ours["input_ids"] == trl["input_ids"] and ours["labels"] == trl["labels"]
     assert all(0 < sum(label != -100 for label in labels) < len(labels) for labels in ours["labels"])
@@ -93,18 +94,18 @@ def test_tokenizer_keeps_numbers_and_actions_compact(sft_result):
 
 
 def test_grpo_rewards_vary_within_groups_and_checkpoint_saves(sft_result, short_dataset, monkeypatch):
-    from rhythm_core.training import grpo
+    from rhythm_core.training import grpo, grpo_prompts
     from rhythm_core.training.grpo import GRPORunConfig, run_grpo
 
     plays, ordered = [], []  # the (condition, step) pairs each action_value call plays from; the prompt order
-    score, order = grpo.student_continuation_scores, grpo.order_by_step
+    score, order = grpo.student_continuation_scores, grpo_prompts.order_by_step
 
     def recorded(agent, states, *args):
         plays.append({(s.condition, s.step) for s in states})
         return score(agent, states, *args)
 
     monkeypatch.setattr(grpo, "student_continuation_scores", recorded)
-    monkeypatch.setattr(grpo, "order_by_step", lambda *args: ordered.extend(order(*args)) or ordered)
+    monkeypatch.setattr(grpo_prompts, "order_by_step", lambda *args: ordered.extend(order(*args)) or ordered)
     built, build = [], grpo.build_prompt_dataset
     monkeypatch.setattr(grpo, "build_prompt_dataset", lambda *args: built.append(build(*args)) or built[-1])
     result = run_grpo(GRPORunConfig(max_steps=3, teacher_prompts=32, student_episodes=1, temperature=0.8),
@@ -138,7 +139,7 @@ def test_grpo_rewards_vary_within_groups_and_checkpoint_saves(sft_result, short_
 
 
 def test_grpo_prompts_come_in_runs_that_share_a_step_so_one_play_scores_them():
-    from rhythm_core.training.grpo import order_by_step
+    from rhythm_core.training.grpo_prompts import order_by_step
 
     rows = [{"condition": c, "step": s, "id": i} for i, (c, s) in
             enumerate([("continuous", s) for s in range(7) for _ in range(3)] + [("ood", 2)] * 2)]
@@ -158,7 +159,7 @@ def test_grpo_prompt_text_tokenizes_to_exactly_the_chat_templates_tokens(sft_res
     from tokenizers.processors import TemplateProcessing
     from transformers import AutoTokenizer
 
-    from rhythm_core.training.grpo import prompt_texts
+    from rhythm_core.training.grpo_prompts import prompt_texts
 
     tiny = AutoTokenizer.from_pretrained(sft_result[0]["model_dir"])
     with_bos = copy.deepcopy(tiny)  # a Llama-style tokenizer: its template and its tokenizer both add BOS
@@ -283,7 +284,8 @@ def test_the_recipe_trains_in_two_phases_plays_its_own_conversation_and_feeds_gr
     from rhythm_core.teacher.settings import TeacherSettings
     from rhythm_core.teacher.trajectories import read_trajectories
     from rhythm_core.training.generation import SamplingConfig
-    from rhythm_core.training.grpo import GRPORunConfig, _teacher_prompts, build_prompt_dataset, run_grpo
+    from rhythm_core.training.grpo import GRPORunConfig, run_grpo
+    from rhythm_core.training.grpo_prompts import _teacher_prompts, build_prompt_dataset
     from rhythm_core.training.policy import LLMPolicyAgent
     from rhythm_core.training.sft import SFTRunConfig, run_sft, with_system_prompt
 
@@ -336,25 +338,8 @@ def test_the_recipe_trains_in_two_phases_plays_its_own_conversation_and_feeds_gr
     assert agent.answers[1][4] == decision.reasoning[1]  # its own raw answer stays in its conversation
     assert asked == [True] * 5  # every step's generation wrote its beliefs as the sum
 
-    # the teacher-forced belief probe reads every answer's belief and increment numbers
-    from rhythm_core.evaluation.belief_probe import belief_probe
-
-    probe = belief_probe(result["model_dir"], tmp_path / "sft", episodes=2)
-    assert probe["episodes"] == 2 and probe["steps"] == STEPS_PER_EPISODE
-    assert all(len(curve) == STEPS_PER_EPISODE for curve in probe["curves"].values())
-    validation = weeks["validation"].select(range(2))
-    stated = [[parse_answer(m["content"]).belief_array() for m in row["messages"] if m["role"] == "assistant"]
-              for row in validation]
-    expected = np.mean([np.abs(s[-1] - np.asarray(row["true_belief"])).mean() for s, row in zip(stated, validation)])
-    assert probe["teacher_belief_mae"] == pytest.approx(expected, abs=1e-4)
-    assert probe["copy_vs_teacher"] > 0.0 and 0.0 <= probe["number_rate"] <= 1.0
-    assert probe["zero_update_vs_teacher"] > 0.0  # the evidence increments are read too
-    # four steps of training: where the model writes no number there is no MAE to report (None, not NaN)
-    assert probe["probe_belief_mae"] is None or 0.0 <= probe["probe_belief_mae"] <= 1.0
     save_sft_dataset(build_sft_dataset(records, validation_fraction=0.25, prompt_format="table", reasoning="none"),
                      tmp_path / "sft_table", {"note": "table"})
-    with pytest.raises(ValueError, match="one conversation per episode"):
-        belief_probe(result["model_dir"], tmp_path / "sft_table")
 
     # GRPO prompts the student the way it learned: a dataset of another format is refused.
     with pytest.raises(ValueError, match="GRPO needs the dataset its SFT start was trained on"):
@@ -393,48 +378,6 @@ def test_numeric_embeddings_put_near_values_near_each_other():
     assert torch.all(weight[word, :33] == 0) and torch.equal(weight[word, 33:], plain.detach()[word, 33:])
     with pytest.raises(ValueError, match="numeric_embedding_dims"):
         build_tiny_model(tokenizer, TinyModelConfig(numeric_embedding_dims=1))
-
-
-def test_belief_probe_reads_increment_and_belief_numbers_where_the_model_would_write_them():
-    import torch
-
-    from rhythm_core.evaluation.belief_probe import _belief_numbers
-    from rhythm_core.protocol import BELIEF_NUMBER, INCREMENT_NUMBER
-    from rhythm_core.training.tiny import train_tokenizer
-
-    answers = ['{"reasoning":"social +0.0 morning +0.0 work +0.0","belief":{"social":0.5,"morning":0.5,"work":0.5},'
-               '"action":"NAP"}',
-               '{"reasoning":"social +0.2 morning -0.1 work +0.0","belief":{"social":0.7,"morning":0.4,"work":0.5},'
-               '"action":"SLEEP"}']
-    text = "<|im_start|>user\nNow day 1 morning<|im_end|>\n" + "".join(
-        f"<|im_start|>assistant\n{a}<|im_end|>\n<|im_start|>user\nSLEEP anomaly vita +0.03<|im_end|>\n" for a in answers)
-    tokenizer = train_tokenizer([text] * 20, vocab_size=800)
-    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-    # a model that always predicts exactly the next token of the text
-    perfect = torch.full((len(ids), len(tokenizer)), -10.0)
-    perfect[torch.arange(len(ids) - 1), torch.tensor(ids[1:])] = 10.0
-    teacher, model, readable = _belief_numbers(text, tokenizer, perfect)
-    assert teacher.tolist() == [[0.5, 0.5, 0.5], [0.7, 0.4, 0.5]] and np.array_equal(teacher, model) and readable.all()
-    teacher, model, readable = _belief_numbers(text, tokenizer, perfect, INCREMENT_NUMBER, clip=False)
-    assert teacher.tolist() == [[0.0, 0.0, 0.0], [0.2, -0.1, 0.0]] and np.array_equal(teacher, model) and readable.all()
-    # where the model spreads its mass the probe reads what it writes: the median of its numbers
-    # (0.4 is likeliest at 40%, but 0.5 holds the middle of 0.4 / 0.5 / 0.7), not the argmax
-    first = BELIEF_NUMBER.search(text)
-    offsets = tokenizer(text, return_offsets_mapping=True, add_special_tokens=False)["offset_mapping"]
-    at = next(i for i, (start, _end) in enumerate(offsets) if start == first.start(2)) - 1
-    spread = perfect.clone()
-    spread[at] = -10.0
-    for value, p in (("0.4", 0.4), ("0.5", 0.3), ("0.7", 0.3)):
-        spread[at, tokenizer(value, add_special_tokens=False)["input_ids"][0]] = float(np.log(p))
-    assert tokenizer.decode([int(spread[at].argmax())]) == "0.4"
-    assert _belief_numbers(text, tokenizer, spread)[1][0, 0] == 0.5
-    # a tokenizer too small to keep every number whole: split numbers are left out, never misread
-    small = train_tokenizer([text] * 20, vocab_size=300)
-    small_ids = small(text, add_special_tokens=False)["input_ids"]
-    logits = torch.zeros((len(small_ids), len(small)))
-    teacher, model, readable = _belief_numbers(text, small, logits)
-    assert teacher.tolist() == [[0.5, 0.5, 0.5], [0.7, 0.4, 0.5]] and not readable.all()
-    assert np.isnan(model[~readable]).all()
 
 
 def test_a_pretrained_base_model_trains_on_whole_conversations_unless_told_otherwise():

@@ -11,8 +11,8 @@ Acting. The posterior-mean profile drives the same lookahead planner as the orac
 the expected reduction of belief variance an action would bring (information seeking), which is
 largest early in the week. `bayes`, the teacher the recipe distils, scores the planner's paths with
 the planner's own utility; `bayes_v3` with grader v3's own score-to-go, the grade it is judged by:
-it plays +0.007 to +0.018 better, but the demo's student distilled from it scored 0.05 lower on the
-default evaluation seeds, its belief error half again the teacher's (benchmarks/README.md, D2). The search teacher (search.py) keeps this inference and replaces the
+it plays better, but the demo's student distilled from it scored lower on the default evaluation
+seeds, its belief error above the teacher's (benchmarks/README.md, D2). The search teacher (search.py) keeps this inference and replaces the
 planner's values with Monte-Carlo ones scored by the grader.
 
 Reasoning. Each step's text is written from the numbers the update actually used: the observed
@@ -28,12 +28,12 @@ from ..env import BatchObservation, VectorRhythmEnv
 from ..env.dynamics import NOISE_SD, neutral_delta, profile_jacobian, profile_tensor
 from ..env.profiles import gaussian_prior
 from ..env.spec import ACTIONS, BELIEF_DIMS, BELIEF_WEIGHTS, FACTORS, METERS, SLOTS, STEPS_PER_EPISODE, true_belief
-from ..graders import get_grader
+from ..graders import DEFAULT_GRADER, get_grader
 from .base import Agent, Decision
 from .planner import action_values
 
 INFO_WEIGHT = 0.5
-PLAN_GRADER = "v3"  # the grade the teacher's planner maximises (the project's default grader)
+PLAN_GRADER = DEFAULT_GRADER  # the grade the teacher's planner maximises
 _W = BELIEF_WEIGHTS
 
 

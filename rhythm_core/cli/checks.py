@@ -166,7 +166,7 @@ def check_distill(args) -> None:
 def check_gpu_check(args) -> None:
     import math
 
-    from ..compute.gpu_check import STAGES, probe_device
+    from ..gpu_check.run import STAGES, probe_device
     from ..store import check_output_file
 
     args.stage_list = [s.strip() for s in args.stages.split(",") if s.strip()]

@@ -181,7 +181,7 @@ def _cmd_gpu_check(args) -> int:
     import tempfile
     from pathlib import Path
 
-    from ..compute.gpu_check import WORK_PREFIX, run_check
+    from ..gpu_check.run import WORK_PREFIX, run_check
 
     # A folder the user named is theirs to keep (it may hold an earlier run's stages, which --stages
     # can build on); the default temporary one (gigabytes on a GPU) goes at the end, an interrupt too.
@@ -215,7 +215,7 @@ def _cmd_plugin(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ..graders import GRADERS
+    from ..graders import DEFAULT_GRADER, GRADERS
 
     parser = OneLineParser(prog="rhythm", description="RhythmEnv distillation toolkit", formatter_class=HelpFormatter)
     parser.add_argument("--version", action="version", version=f"rhythm {package_version()}")
@@ -229,7 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     def grader(p, help="the grader that scores the episodes"):
-        p.add_argument("--grader", choices=list(GRADERS), default="v3", help=help)
+        p.add_argument("--grader", choices=list(GRADERS), default=DEFAULT_GRADER, help=help)
 
     p = command("baselines", "score the baseline agents on a condition", _cmd_baselines, check_baselines)
     p.add_argument("--condition", choices=list(CONDITIONS), default="continuous", help="which kind of week to play")
@@ -366,7 +366,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                 "object store (s3://bucket/prefix: every version is uploaded there)")
     grader(p)
 
-    from ..compute.gpu_check import STAGES
+    from ..gpu_check.run import STAGES
 
     p = command("gpu-check", "before paying for GPU time: every GPU stage offline on a random-weight 3B-shaped "
                 "student and the demo's tiny one, each in a child process under a time budget; exit 1 when one "

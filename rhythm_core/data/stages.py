@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..env.spec import ENV_VERSION
+from ..graders import DEFAULT_GRADER
 from ..protocol import DEFAULT_PROMPT_FORMAT, DEFAULT_READOUT_FORM, DEFAULT_REASONING
 from ..store import files_digest, path_under, publish_dir, sha256_file, staging, verify_artifact
 from ..teacher.trajectories import read_trajectories
@@ -39,7 +40,7 @@ def reeval_stage(trajectories_path, grader: str, root, *, compare_grader: str = 
 DATASET_FILTERS = ("none", "beat_heuristic")
 
 
-def dataset_stage(trajectories: dict, root, *, filter: str = "none", filter_grader: str = "v3",
+def dataset_stage(trajectories: dict, root, *, filter: str = "none", filter_grader: str = DEFAULT_GRADER,
                   validation_fraction: float = 0.1, split_seed: int = 0,
                   prompt_format: str | None = None, reasoning: str | None = None,
                   readout_form: str | None = None) -> dict:

@@ -62,12 +62,6 @@ class EpisodeBatch:
         """Per-episode MAE of the final belief against the true belief (NaN without a belief)."""
         return np.abs(self.final_belief - self.true_belief).mean(axis=1)
 
-    def subset(self, index) -> EpisodeBatch:
-        return EpisodeBatch(
-            self.condition, self.seeds[index], self.factors[index], self.meters[index], self.actions[index],
-            self.beliefs[index], self.invalid[index], self.agent,
-        )
-
     @classmethod
     def from_env(cls, env, beliefs, invalid=None, agent: str = "") -> EpisodeBatch:
         """The finished week(s) `env` played (a RhythmEnv, also through gymnasium.make's wrappers, or a

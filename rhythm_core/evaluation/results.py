@@ -16,10 +16,8 @@ from ..env.profiles import prior_stats
 from ..env.spec import ACTIONS, ENV_VERSION
 from ..graders import get_grader, mean_ci95
 from ..store import (
-    FILES_MANIFEST,
     atomic_write_text,
     files_digest,
-    is_version_folder,
     publish_dir,
     staging,
     verify_artifact,
@@ -225,6 +223,19 @@ def plotted_figures(results: dict, decimals: int = 4) -> dict[str, float]:
     return dict(sorted(out.items()))
 
 
+def evaluation_metrics(results: dict) -> dict[str, float]:
+    """What an evaluation's MLflow run logs: per condition and agent the final score under the active
+    grader (`{condition}/{agent}/final_score`) and under every other grader it was graded with
+    (`.../final_score.v2`), belief MAE, recovery and invalid rate (students and API teachers)."""
+    out = dict(headline_figures(results, decimals=6))
+    for condition, block in results["conditions"].items():
+        for agent, m in block["agents"].items():
+            for grader, graded in m.get("by_grader", {}).items():
+                if grader != results["grader"]:
+                    out[f"{condition}/{agent}/final_score.{grader}"] = round(float(graded["final_score"]), 6)
+    return out
+
+
 MAX_INVALID_RATE = 0.05  # the most invalid answers a student may give (the evaluation check, the registry's floor)
 
 
@@ -388,17 +399,6 @@ def read_history(folders, legacy: Path | None = None):
     latest = table.group_by("run_id").agg(pl.col("_write").max())
     table = table.join(latest, on=["run_id", "_write"], how="semi").drop("_write")
     return table.sort(["timestamp", "condition", "agent"])
-
-
-def append_history(history_dir, results: dict, *, run_id: str, timestamp: float, rollouts_version: str):
-    """Write this evaluation's rows (`write_history`) and return the whole table of a local history
-    folder; re-running the same run id replaces its rows."""
-    history_dir = Path(history_dir)
-    write_history(history_dir, results, run_id=run_id, timestamp=timestamp, rollouts_version=rollouts_version)
-    folders = [p.parent for p in sorted(history_dir.glob(f"*/{FILES_MANIFEST}")) if is_version_folder(p.parent.name)]
-    for folder in folders:
-        verify_artifact(folder)
-    return read_history(folders, legacy=history_dir.parent / "history.parquet")
 
 
 def history_markdown(history, agent_prefix: str = "student", last: int = 10) -> str:

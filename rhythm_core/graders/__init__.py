@@ -10,6 +10,8 @@ from .v3 import GraderV3
 from .week import grade_env_week
 
 GRADERS: dict[str, type[Grader]] = {"v2": GraderV2, "v3": GraderV3}
+# The grader the recipe plays, trains and reports under unless told otherwise (`RHYTHM_GRADER`).
+DEFAULT_GRADER = "v3"
 
 
 def get_grader(name: str) -> Grader:
@@ -19,4 +21,5 @@ def get_grader(name: str) -> Grader:
         raise ValueError(f"unknown grader {name!r}; allowed: {', '.join(GRADERS)}") from None
 
 
-__all__ = ["GRADERS", "GradeResult", "Grader", "GraderV2", "GraderV3", "get_grader", "grade_env_week", "mean_ci95"]
+__all__ = ["DEFAULT_GRADER", "GRADERS", "GradeResult", "Grader", "GraderV2", "GraderV3", "get_grader", "grade_env_week",
+           "mean_ci95"]

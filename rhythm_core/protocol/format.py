@@ -24,7 +24,7 @@ DEFAULT_READOUT_FORM = "linear"
 class DatasetFormat:
     """How a dataset renders a week (`prompt_format`) and what its answers' rationale carries
     (`reasoning`). The dataset's build info and every checkpoint record it; whatever renders prompts
-    or reads the data (SFT, GRPO, the policy, the probe) reads it from there instead of guessing."""
+    or reads the data (SFT, GRPO, the policy) reads it from there instead of guessing."""
 
     prompt_format: str = DEFAULT_PROMPT_FORMAT
     reasoning: str = DEFAULT_REASONING

@@ -4,8 +4,7 @@
 `INCREMENT_NUMBER`, `stated_increments`, `last_stated_belief`, `belief_due`).
 
 `parse_answer` reads a whole answer's values through its JSON; the readers here find the numbers
-where they stand in a text that is not one answer: a conversation (the belief probe reads what the
-model would write at each number) or an answer still being written (greedy decoding writes the
+where they stand in a text that is not one answer: a conversation, or an answer still being written (greedy decoding writes the
 belief as the previous answer's plus the increment just written: `training/number_decoding.py`).
 They read the canonical answer's layout (`format_answer`: the reasoning first, then the belief's
 dimensions in their order) and the evidence reasoning's ("social +0.01 morning +0.00 work -0.05":
@@ -36,6 +35,18 @@ INCREMENT_NUMBER = re.compile(f'(?<=[" ]){_DIM} ([+-]\\d+\\.\\d+)')
 _STATED_BELIEF = re.compile(r'"belief":\s*\{' + r",\s*".join(f'"{d}":\\s*{_BELIEF_VALUE}' for d in BELIEF_DIMS)
                             + r"\}")
 _BELIEF_DUE = re.compile(f'"{_DIM}":\\s*$')
+
+# The numbers as tokens. A number with its leading space is one piece of text the tiny tokenizer never
+# splits or merges with its neighbours (`NUMBER_CHUNK`; `NUMBER_START` begins one), so every number is
+# a token of its own; a token is a decimal number when it matches `DECIMAL_TOKEN` (its embedding
+# starts with value features, `training/tiny.py`), and the two kinds an answer writes on the grid are
+# an increment (" +0.20", after a space in the reasoning) and a belief ("0.84"), which greedy decoding
+# writes as the median of their values (`training/number_decoding.py`).
+NUMBER_START = r"\s?[+-]?\d"
+NUMBER_CHUNK = r"\s?[+-]?\d+(?:\.\d+)?"
+DECIMAL_TOKEN = re.compile(r"^\s?[+-]?\d*\.\d+$")
+INCREMENT_TOKEN = re.compile(f"^ [+-]0\\.\\d{{{DECIMALS}}}$")
+BELIEF_TOKEN = re.compile(f"^(0\\.\\d{{1,{DECIMALS}}}|1\\.0)$")
 
 
 def signed(value) -> str:

@@ -41,9 +41,8 @@ from ..protocol.numbers import DECIMALS, add_increment
 
 RIDGE = 1e-3  # keeps the weights of rare (action, slot) pairs near 0 instead of fitting noise
 # Below this many weeks with a stated final belief the fit is flagged unreliable (in the dataset card
-# and the asset metadata), since 600 weights are fitted from too little: measured
-# on the Bayesian teacher (benchmarks/README.md, D6), the chain's final-belief MAE on the
-# continuous evaluation seeds is 0.116 from 128 weeks, 0.109 from 256 and 0.108 from 4,000.
+# and the asset metadata), since 600 weights are fitted from too little; from a few
+# hundred weeks on, the chain's final-belief MAE hardly moves (benchmarks/README.md, D6).
 MIN_FIT_EPISODES = 100
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from ..compute.threads import available_cores
 from ..env.conditions import check_training_seeds, parse_seeds
 from ..env.spec import ENV_VERSION
-from ..graders import get_grader
+from ..graders import DEFAULT_GRADER, get_grader
 from ..store import (
     ArtifactChanged,
     ArtifactStore,
@@ -31,7 +31,7 @@ from .settings import TeacherSettings
 from .trajectories import read_trajectories, to_episode_batch
 
 
-def teacher_stage(settings: TeacherSettings, condition: str, seeds_spec: str, root, *, grader: str = "v3",
+def teacher_stage(settings: TeacherSettings, condition: str, seeds_spec: str, root, *, grader: str = DEFAULT_GRADER,
                   log: Callable[[str], None] | None = None, client=None, workers: int | None = None,
                   store: ArtifactStore | None = None) -> dict:
     """Play the teacher on the training seeds and publish the episodes sorted by seed. `workers`:

@@ -24,10 +24,8 @@ from ..env import RhythmEnv
 from ..env.episode import EpisodeBatch
 from ..env.seed_rules import PURPOSES, check_purpose, week_seed
 from ..env.spec import ACTIONS, BELIEF_DIMS, STEPS_PER_EPISODE, action_index
-from ..graders import GRADERS, get_grader
+from ..graders import DEFAULT_GRADER, GRADERS, get_grader
 from ..protocol import fallback_action, render_labeled_turn, render_tool_answer
-
-DEFAULT_GRADER = "v3"
 
 # What each belief dimension means, as every text front end explains it (TRL's tool arguments, OpenEnv's
 # action fields).

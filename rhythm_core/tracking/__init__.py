@@ -12,8 +12,9 @@ training subprocess through the environment (`Tracker.subprocess_env`). Outside 
 distill`, a bare `run_sft` / `run_grpo`) a stage logs into a run only where its caller opened one and
 set MLFLOW_RUN_ID; with none to log into it trains untracked.
 
-`store` and `callback` import no other rhythm_core package, so `training` may import them;
-`registry` reads eval_results documents (`evaluation.results`).
+The bottom floor: no module here imports another rhythm_core package, so `training` may import
+`store` and `callback`; `registry` reads eval_results documents, and the evaluation's rules (a
+student's margin over the references, the most invalid answers it may give) are handed to it.
 """
 
 from .store import (

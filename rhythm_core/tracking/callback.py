@@ -18,13 +18,11 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import time
 
-from .store import http_limits
+from .store import http_limits, metric_name
 
 logger = logging.getLogger("rhythm_core.tracking")
-_METRIC_NAME = re.compile(r"[^0-9A-Za-z_\-. :/]")
 
 
 def _callback_class():
@@ -64,7 +62,7 @@ def _callback_class():
             from mlflow.entities import Metric
 
             step, now = state.global_step + self.step_offset, int(time.time() * 1000)
-            points = [Metric(_METRIC_NAME.sub("_", k), float(v.item() if hasattr(v, "item") else v), now, step)
+            points = [Metric(metric_name(k), float(v.item() if hasattr(v, "item") else v), now, step)
                       for k, v in logs.items()
                       if not isinstance(v, bool) and (isinstance(v, int | float) or getattr(v, "numel", lambda: 0)() == 1)]
             try:

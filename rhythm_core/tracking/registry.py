@@ -8,8 +8,8 @@ The promotion rule (`promotion_decision`, pure):
 1. a checkpoint that already holds `champion` keeps it (its tags gain the new evaluation);
 2. every blocking asset check behind it must have passed, else it gets alias `candidate`;
 3. it must clear the references' floor on this evaluation: beat the better of the heuristic and the
-   fallback-only policy on every condition, with at most `MAX_INVALID_RATE` invalid answers (what the
-   evaluation's warning checks ask of every student), else it gets `candidate`: a student that
+   fallback-only policy on every condition, with at most the evaluation's `MAX_INVALID_RATE` invalid
+   answers (what its warning checks ask of every student; both handed in by the caller), else it gets `candidate`: a student that
    trained badly never becomes the first champion;
 4. with no champion yet, it becomes the champion;
 5. otherwise it is compared with the champion on the same evaluation: the same seeds of every
@@ -43,15 +43,18 @@ def evaluation_key(seeds: Mapping[str, str], grader: str, env_version: str, samp
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
-def student_summaries(results: dict) -> dict[str, dict]:
+def student_summaries(results: dict, margins: Mapping[str, float], max_invalid_rate: float) -> dict[str, dict]:
     """Each student's figures in an eval_results document (rhythm_core.evaluation.results): scores per
     condition under the active grader, the headline score (their mean), recovery, belief MAE, invalid
-    rate, and its headline under every evaluation key the document supports (one per grader)."""
-    from ..evaluation.results import student_gaps
+    rate, and its headline under every evaluation key the document supports (one per grader).
 
+    The evaluation's own rules are handed in, so the registry holds none of them: `margins`, each
+    "condition/student" score minus the better of the heuristic's and the fallback-only policy's
+    (`evaluation.results.student_gaps(results)["score_vs_heuristic"]`), and `max_invalid_rate`, the
+    most invalid answers a student may give (`evaluation.results.MAX_INVALID_RATE`); `below_floor`
+    reads both from the summary."""
     provenance = results.get("provenance", {})
     conditions = results["conditions"]
-    margins = student_gaps(results)["score_vs_heuristic"]
     seeds = {c: block["seeds"] for c, block in conditions.items()}
     env_version, sampling = results.get("env_version", ""), provenance.get("sampling") or {}
     out = {}
@@ -73,25 +76,11 @@ def student_summaries(results: dict) -> dict[str, dict]:
             "belief_mae": {c: m.get("belief_mae") for c, m in figures.items()},
             "invalid_rate": {c: m.get("invalid_rate") for c, m in figures.items()},
             "vs_references": {c: margins[f"{c}/{agent}"] for c in figures if f"{c}/{agent}" in margins},
+            "max_invalid_rate": max_invalid_rate,
             "evaluations": {evaluation_key(seeds, g, env_version, sampling): {"grader": g, "headline": h}
                             for g, h in headline.items()},
             "evaluation_key": evaluation_key(seeds, results["grader"], env_version, sampling),
         }
-    return out
-
-
-def evaluation_metrics(results: dict) -> dict[str, float]:
-    """What an evaluation's MLflow run logs: per condition and agent the final score under the active
-    grader (`{condition}/{agent}/final_score`) and under every other grader it was graded with
-    (`.../final_score.v2`), belief MAE, recovery and invalid rate (students and API teachers)."""
-    from ..evaluation.results import headline_figures
-
-    out = dict(headline_figures(results, decimals=6))
-    for condition, block in results["conditions"].items():
-        for agent, m in block["agents"].items():
-            for grader, graded in m.get("by_grader", {}).items():
-                if grader != results["grader"]:
-                    out[f"{condition}/{agent}/final_score.{grader}"] = round(float(graded["final_score"]), 6)
     return out
 
 
@@ -165,12 +154,10 @@ def promotion_decision(candidate: dict, champion: Mapping | None, checks: Mappin
 def below_floor(candidate: dict) -> str:
     """Where `candidate` does not clear the references' floor ("" when it does): a condition it does
     not beat the better of the heuristic and the fallback-only policy on, or answers invalidly above
-    MAX_INVALID_RATE on."""
-    from ..evaluation.results import MAX_INVALID_RATE
-
+    its `max_invalid_rate` on."""
     losing = [f"{c} {v:+.4f} vs the heuristic/fallback" for c, v in candidate.get("vs_references", {}).items() if v <= 0]
     invalid = [f"{c} {v:.1%} invalid answers" for c, v in candidate.get("invalid_rate", {}).items()
-               if v is not None and v > MAX_INVALID_RATE]
+               if v is not None and v > candidate["max_invalid_rate"]]
     return "; ".join(losing + invalid)
 
 

@@ -19,8 +19,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..compute.costs import cost_figures
-
 logger = logging.getLogger("rhythm_core.tracking")
 
 DEFAULT_EXPERIMENT = "rhythm"
@@ -32,6 +30,11 @@ HTTP_LIMITS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_TIME
                "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1"}
 _MAX_PARAM_LENGTH = 6000  # MLflow's limit on a param value
 _METRIC_NAME = re.compile(r"[^0-9A-Za-z_\-. :/]")  # what MLflow accepts in a metric name (as transformers does)
+
+
+def metric_name(name: str) -> str:
+    """`name` as MLflow accepts a metric name: every other character written as '_'."""
+    return _METRIC_NAME.sub("_", name)
 
 
 def local_store_uri(root) -> str:
@@ -84,7 +87,7 @@ def numeric_metrics(entry: dict, prefix: str = "") -> dict[str, float]:
         if isinstance(value, dict):
             out.update(numeric_metrics(value, f"{name}/"))
         elif isinstance(value, int | float) and math.isfinite(value):
-            out[_METRIC_NAME.sub("_", name)] = float(value)
+            out[metric_name(name)] = float(value)
     return out
 
 
@@ -276,15 +279,11 @@ class Tracker:
                 **{k: os.environ.get(k, v) for k, v in HTTP_LIMITS.items()}}
 
     # -- a training stage's run -------------------------------------------------------------------
-    def log_job_cost(self, run_id: str | None, job: dict | None) -> None:
-        """A Hugging Face job's cost cap, billed minutes and dollars as metrics of `run_id`."""
-        if run_id and self.ok:
-            self.log_metrics(run_id, cost_figures(job))
-
-    def finish_training(self, run_id: str | None, result: dict) -> None:
-        """After a training stage: its summary figures, the plots, model card and metrics file as
-        artifacts, the dataset format and base model as tags; the step metrics from metrics.json when
-        the training process could not log them itself (e.g. on Hugging Face Jobs); run FINISHED."""
+    def finish_training(self, run_id: str | None, result: dict, extra_metrics: dict | None = None) -> None:
+        """After a training stage: its summary figures (and `extra_metrics`, e.g. a job's cost), the
+        plots, model card and metrics file as artifacts, the dataset format and base model as tags; the
+        step metrics from metrics.json when the training process could not log them itself (e.g. on
+        Hugging Face Jobs); run FINISHED."""
         if not run_id or not self.ok:
             return
         out = Path(result["path"])
@@ -296,7 +295,7 @@ class Tracker:
             self.log_history(run_id, history)
         stepped = {k for e in history for k in numeric_metrics(e)}
         summary = {k: v for k, v in numeric_metrics(result).items() if k not in stepped}
-        summary.update(cost_figures(result.get("hf_job")))
+        summary.update(extra_metrics or {})
         self.log_metrics(run_id, summary, step=int(result.get("steps") or 0))
         self.set_tags(run_id, {"rhythm.base_model": result.get("base_model"),
                                "rhythm.prompt_format": result.get("prompt_format"),

@@ -5,9 +5,9 @@ log-probability function that never materializes the (batch, length, vocabulary)
 devices it projects only the positions whose label is not -100; on every other device it projects
 all positions, so that compiled tile shapes stay fixed (Neuron recompiles when they change). On CPU,
 in eager mode, nothing recompiles, and the positions without a label are most of a batch: an SFT
-batch of whole weeks carries loss only on its answers (~28% of the tokens), a GRPO batch only on the
+batch of whole weeks carries loss only on its answers (a minority of the tokens), a GRPO batch only on the
 completions. Projecting only the labelled positions gives the same loss, gradients and metrics with
-a quarter of the output layer's work: the demo's SFT steps run ~25% faster (benchmarks/README.md, D17).
+a fraction of the output layer's work, so the demo's SFT steps run faster (benchmarks/README.md, D17).
 """
 
 from __future__ import annotations

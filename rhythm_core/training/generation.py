@@ -115,8 +115,8 @@ def attention_backend(device) -> str:
 def generation_attention(device):
     """A context in which generation on a CUDA `device` runs without cuDNN's attention. cuDNN builds
     an execution plan per new shape, and a week's turns never repeat one (every prompt is longer, every
-    decode step's keys one longer): on an H200, transformers' generate of a 3B model took 57-88 ms a
-    decode step with it and 24-27 ms without (benchmarks/README.md, D35)."""
+    decode step's keys one longer): on an H200, transformers' generate of a 3B model decodes faster
+    without it (benchmarks/README.md, D35)."""
     if getattr(device, "type", device) != "cuda" or os.environ.get(CUDNN_ATTENTION_ENV) == "1":
         return contextlib.nullcontext()
     from torch.nn.attention import SDPBackend, sdpa_kernel

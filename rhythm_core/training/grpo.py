@@ -13,8 +13,8 @@ Bayesian teacher's values information the student cannot use; both pulled the st
 optimized them harder. This gives a dense per-decision reward at the cost of one short simulation,
 keeps each sequence to one prompt plus one answer, and lets prompts mix states visited by the
 teacher with states the SFT student reaches on its own; they come in runs that share a step of the
-week (`order_by_step`), so each GRPO step's answers are finished in one lockstep play (the demo's
-GRPO 74 s instead of 89-101 s; benchmarks/README.md, D27). After training, the gate
+week (`order_by_step`), so each GRPO step's answers are finished in one lockstep play (faster than
+shuffled prompts; benchmarks/README.md, D27). After training, the gate
 (training/validation.py) compares the GRPO student with its SFT start on held-out training weeks.
 
 GRPO samples the action alone. Each prompt ends with the frozen SFT student's own greedy reasoning and
@@ -23,7 +23,7 @@ answer, and the reward scores the whole answer (that prefix plus the completion)
 student distilled — its evidence increments and belief — is kept out of GRPO's reach; what GRPO
 refines is which action the student takes given what it believes. Sampling whole answers let GRPO
 rewrite the belief numbers too: rewarded on continuous training weeks, it raised the student's belief
-error on the more extreme OOD and discrete3 profiles and lowered their scores by up to 0.04
+error on the more extreme OOD and discrete3 profiles and lowered their scores
 (benchmarks/README.md, D28).
 
 Rewards (TRL sums them with `reward_weights`, then normalizes within each group):
@@ -44,32 +44,30 @@ from pathlib import Path
 
 import numpy as np
 
-from ..agents.rollout import play_lockstep
 from ..env import EnvState, VectorRhythmEnv
 from ..env.spec import BELIEF_DIMS, STEPS_PER_EPISODE
-from ..graders import get_grader
-from ..protocol import DatasetFormat, action_prefix, parse_answer
+from ..graders import DEFAULT_GRADER, get_grader
+from ..protocol import DatasetFormat, parse_answer
 from ..store import verify_artifact
 from ..tracking.callback import attach_tracking
 from ..tracking.store import report_to_list
 from .adapters import FROZEN_ADAPTER, AdapterView, load_frozen_adapter
 from .fused_head import labelled_positions_only, speedups
-from .generation import SamplingConfig, generate_answers
+from .generation import SamplingConfig
+from .grpo_prompts import build_prompt_dataset
 from .last_layer import last_layer_on_read_positions
-from .models import TINY, checkpoint_info, device_name, load_model_and_tokenizer, prompt_variant
+from .models import TINY, answer_token_budget, checkpoint_info, device_name, load_model_and_tokenizer, prompt_variant
 from .plots import plot_curves
 from .policy import LLMPolicyAgent
-from .sft import StreamLogs, model_card, with_system_prompt
+from .sft import StreamLogs, model_card
 from .validation import compare_students, validation_weeks
 from .week_rollouts import WeekRollouts, week_grade, week_openings
 
 
 @dataclass
 class GRPORunConfig:
-    # 10 steps of 16 completions (2 prompts x 8) at 2e-5. On the demo's SFT student, 10 and 20 steps
-    # both stayed within noise of their start on held-out training weeks over three GRPO seeds
-    # (tuning seeds −0.0007 / +0.0005 / −0.0015 with 10, −0.0026 / +0.0033 / +0.0016 with 20); 10
-    # saves ~18 s of the demo. The larger budget runs 50 (benchmarks/README.md, D26).
+    # 10 steps of 16 completions (2 prompts x 8): on the demo's SFT student more steps stayed within
+    # noise of their start and cost time; the larger budget runs 50 (benchmarks/README.md, D26).
     max_steps: int = 10
     learning_rate: float = 2e-5
     # Completions per optimizer step: per_device_train_batch_size x gradient_accumulation_steps (a
@@ -81,10 +79,10 @@ class GRPORunConfig:
     max_completion_length: int = 96
     temperature: float = 1.0
     beta: float = 0.02  # KL to the SFT reference (logged as kl)
-    # answer_validity, action_value. (A belief reward lost: with it the long preset's GRPO student lost
-    # 0.008 / 0.011 / 0.025 to its SFT start; and the belief is now the SFT student's own, not sampled.)
+    # answer_validity, action_value. (A belief reward lost, benchmarks/README.md, D24; and the belief is
+    # now the SFT student's own, not sampled.)
     reward_weights: list[float] = field(default_factory=lambda: [0.5, 1.0])
-    grader: str = "v3"
+    grader: str = DEFAULT_GRADER
     teacher_prompts: int = 256  # prompts sampled from sft_dataset (teacher-visited states)
     student_episodes: int = 4  # SFT-student episodes played to collect student-visited states
     student_seeds_start: int = 9000  # training seeds for the student's own episodes
@@ -93,7 +91,7 @@ class GRPORunConfig:
     # "step": one decision a prompt, the action sampled after the SFT student's own reasoning and belief
     # (the module docstring); "week": whole weeks sampled by the policy, the week's grade the reward
     # (week_rollouts.py), `week_seeds` training weeks from `student_seeds_start` on. Neither moved the
-    # demo's student beyond noise; "week" takes about twice the stage's time (benchmarks/README.md, D37).
+    # demo's student beyond noise, and "week" takes longer (benchmarks/README.md, D37).
     design: str = "step"
     week_seeds: int = 16
     # The gate (training/validation.py): after training, the GRPO student and its SFT start play up to
@@ -195,110 +193,6 @@ def make_reward_functions(grader_name: str, student: LLMPolicyAgent):
 
 
 # ---------------------------------------------------------------------------------------------
-# prompts
-def collect_student_states(agent: LLMPolicyAgent, condition: str, seeds) -> list[dict]:
-    """Play the student in lockstep and keep every step's prompt and env snapshot."""
-    seeds = np.asarray(seeds, dtype=np.int64)
-    rows = []
-    for step in play_lockstep(agent, VectorRhythmEnv(condition), seeds, snapshots=True):
-        for i, messages in enumerate(agent.last_messages):
-            rows.append({"prompt": messages, "env_state": step.snapshot.episode(i).to_json(), "condition": condition,
-                         "seed": int(seeds[i]), "step": step.t, "source": "student"})
-    return rows
-
-
-def _teacher_prompts(teacher, config: GRPORunConfig, data_format: DatasetFormat) -> list[dict]:
-    """`config.teacher_prompts` decisions drawn from the SFT data: in the table format a row is a
-    decision; in the chat format a row is an episode and a decision is its conversation up to the
-    k-th user turn (the teacher's answers before it), with the env state at that prompt."""
-    if not data_format.chat:  # a row is a decision
-        teacher = teacher.shuffle(seed=config.seed).select(range(min(config.teacher_prompts, len(teacher))))
-        return [{"prompt": r["messages"][:-1], "env_state": r["env_state"], "condition": r["condition"],
-                 "seed": r["seed"], "step": r["step"], "source": "teacher"}
-                for r in teacher]
-    decisions = [(i, k) for i, steps in enumerate(teacher["steps"]) for k in range(len(steps))]
-    order = np.random.default_rng(config.seed).permutation(len(decisions))[: config.teacher_prompts]
-    rows, last, r, user_turns = [], None, None, []
-    for i, k in sorted(decisions[j] for j in order):
-        if i != last:  # decisions are sorted by episode: read each episode's row once
-            last, r = i, teacher[i]
-            user_turns = [n for n, m in enumerate(r["messages"]) if m["role"] == "user"]
-        rows.append({"prompt": r["messages"][: user_turns[k] + 1], "env_state": r["env_states"][k],
-                     "condition": r["condition"], "seed": r["seed"], "step": r["steps"][k], "source": "teacher"})
-    return rows
-
-
-def build_prompt_dataset(dataset_dir, variant: str, config: GRPORunConfig, agent: LLMPolicyAgent,
-                         student_format: DatasetFormat | None = None):
-    """GRPO's prompts, in the order TRL takes them and as many as `config.max_steps` use: decisions
-    from the dataset (rows laid out in the dataset's recorded format) and states the SFT student
-    `agent` reaches itself. Each prompt is text — the conversation in the student's chat template with
-    the generation prompt, then the student's own greedy reasoning and belief for that state
-    (`answer_prefix`) — so GRPO samples the action alone; `conversation` keeps the messages.
-    `student_format`, the format the student was trained on, must be the dataset's: the student is
-    prompted the way it learned."""
-    import datasets
-
-    from ..data.sft_dataset import dataset_format
-
-    data = datasets.load_from_disk(str(dataset_dir), keep_in_memory=True)  # maps write no cache into the artifact
-    data_format = dataset_format(data)
-    if student_format is not None and student_format != data_format:
-        raise ValueError(f"{dataset_dir}: the dataset is {data_format.as_dict()} but the SFT checkpoint was trained "
-                         f"on {student_format.as_dict()}; GRPO needs the dataset its SFT start was trained on")
-    teacher = with_system_prompt(data["train"], variant)
-    rows = _teacher_prompts(teacher, config, data_format)
-    if config.student_episodes > 0:
-        seeds = range(config.student_seeds_start, config.student_seeds_start + config.student_episodes)
-        rows += collect_student_states(agent, "continuous", list(seeds))
-    per_step = max(1, config.completions_per_step // config.num_generations)
-    rows = order_by_step(rows, per_step, config.seed)[: config.max_steps * per_step]  # TRL reads no further
-    conversations = [row.pop("prompt") for row in rows]
-    own = generate_answers(agent.model, agent.tokenizer, conversations, agent.sampling, sum_beliefs=agent.sum_beliefs)
-    texts = prompt_texts(agent.tokenizer, conversations)
-    for row, conversation, text, answer in zip(rows, conversations, texts, own):
-        row["answer_prefix"] = action_prefix(answer)
-        row["conversation"] = conversation
-        row["prompt"] = text + row["answer_prefix"]
-    return datasets.Dataset.from_list(rows)
-
-
-def prompt_texts(tokenizer, conversations: list[list[dict]]) -> list[str]:
-    """Each conversation as the chat template renders it for the next answer, as text that TRL's
-    tokenizer call (special tokens added) turns into exactly those tokens: a BOS that the template
-    writes and the tokenizer adds itself is written once."""
-    adds_bos = tokenizer.bos_token is not None and tokenizer("")["input_ids"][:1] == [tokenizer.bos_token_id]
-    texts = [tokenizer.apply_chat_template(c, tokenize=False, add_generation_prompt=True) for c in conversations]
-    if adds_bos:
-        texts = [t.removeprefix(tokenizer.bos_token) for t in texts]
-    return texts
-
-
-def order_by_step(rows: list[dict], per_step: int, seed: int) -> list[dict]:
-    """`rows` shuffled with `seed` so that each run of `per_step` consecutive prompts shares its
-    (condition, step) where the rows allow it. TRL takes prompts in this order (shuffle_dataset off)
-    and scores one step's completions in one call, so action_value finishes those weeks in one
-    lockstep play instead of one per distinct step."""
-    def runs(items: list[dict]) -> tuple[list[list[dict]], list[dict]]:  # whole runs, and what is left
-        whole = len(items) - len(items) % per_step
-        return [items[k: k + per_step] for k in range(0, whole, per_step)], items[whole:]
-
-    rng = np.random.default_rng(seed)
-    buckets: dict[tuple, list[dict]] = {}
-    for i in rng.permutation(len(rows)):
-        buckets.setdefault((rows[i]["condition"], rows[i]["step"]), []).append(rows[i])
-    chunks, rest = [], []
-    for bucket in buckets.values():
-        whole, left = runs(bucket)
-        chunks += whole
-        rest += left
-    mixed, last = runs(rest)  # the odd ones out, in runs of mixed steps
-    chunks += mixed
-    # a short last run stays last: anywhere else it would shift every later run off its step
-    return [row for c in rng.permutation(len(chunks)) for row in chunks[c]] + last
-
-
-# ---------------------------------------------------------------------------------------------
 DESIGNS = ("step", "week")
 # TRL's bound on a completion's tokens; a whole week is its answers and the environment's turns between.
 WEEK_COMPLETION_BOUND = 16_384
@@ -314,7 +208,7 @@ def week_design(config: GRPORunConfig, tokenizer, variant: str, prompt_format: s
     weeks = {o[-1]["content"]: ("continuous", s) for o, s in zip(openings, seeds)}
     per_step = max(1, config.completions_per_step // config.num_generations)
     rows = [openings[i % len(openings)] for i in range(config.max_steps * per_step)]  # TRL reads no further
-    answer_tokens = int(1.5 * info["max_answer_tokens"]) if info.get("max_answer_tokens") else config.max_completion_length
+    answer_tokens = answer_token_budget(info) or config.max_completion_length
     rollouts = WeekRollouts(tokenizer, weeks, variant=variant, prompt_format=prompt_format, grader=config.grader,
                             max_new_tokens=answer_tokens, seed=config.seed,
                             sum_beliefs=info.get("readout_form") == "linear")  # as the student plays
@@ -376,7 +270,7 @@ def run_grpo(config: GRPORunConfig, dataset_dir, init_dir, out_dir, *, on_log: C
         report_to=report_to_list(config.report_to), use_cpu=not cuda, bf16=cuda and torch.cuda.is_bf16_supported(),
         seed=config.seed, shuffle_dataset=False,  # build_prompt_dataset ordered the prompts (order_by_step)
         use_vllm=False, disable_tqdm=True,
-        gradient_checkpointing=not tiny_base,
+        activation_checkpointing=not tiny_base,  # gradient checkpointing (its name since transformers 5)
     )
     trainer = GRPOTrainer(model=model, reward_funcs=reward_funcs, args=args, train_dataset=prompts,
                           processing_class=tokenizer, callbacks=[StreamLogs(on_log).callback], rollout_func=rollout_func)

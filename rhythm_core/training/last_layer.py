@@ -7,8 +7,8 @@ through attention, but the last layer's output at a position feeds nothing excep
 there. So the last layer needs its keys and values at every position, and its queries, attention,
 output projection and MLP only at the read positions; elsewhere its output is left at zero, which the
 output layer never reads (`fused_head.labelled_positions_only` projects the labelled positions only).
-The loss and every gradient are those of the full computation (tests/test_training.py); SFT steps of
-the two-layer tiny model take about a fifth less time, GRPO's ten steps ~10% (benchmarks/README.md, D18).
+The loss and every gradient are those of the full computation (tests/test_training.py); SFT and GRPO
+steps of the two-layer tiny model take less time (benchmarks/README.md, D18).
 
 Only for a Llama decoder (the embedded tiny model) trained in full: other architectures and PEFT
 models train as they are. Outside a labelled forward (generation, a cache, no labels) the layer runs

@@ -110,6 +110,12 @@ def play_info(path) -> dict:
     return {k: info.get(k) for k in PLAY_FIELDS}
 
 
+def answer_token_budget(info: dict) -> int | None:
+    """The new tokens an answer of a checkpoint gets: 1.5x the longest teacher answer it was trained
+    on (room for a longer answer, a cap on a runaway one); None for a record that names none."""
+    return int(1.5 * info["max_answer_tokens"]) if info.get("max_answer_tokens") else None
+
+
 def prompt_variant(info: dict) -> str:
     """The system prompt's variant a checkpoint's record (`checkpoint_info` or `play_info`) names;
     UNRECORDED_PROMPT_VARIANT ("full") for a record that names none (written before variants were recorded)."""

@@ -16,21 +16,21 @@ the person for it; `belief_sum_processor` writes the sum (benchmarks/README.md, 
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
 
 from ..protocol.numbers import (
     ANSWER_START,
+    BELIEF_TOKEN,
     DECIMALS,
+    INCREMENT_TOKEN,
     add_increment,
     belief_due,
     last_stated_belief,
     stated_increments,
 )
 
-# Kinds of whole-number tokens, on the protocol's grid: a stated increment (" +0.20", " -0.05") and a
-# stated belief ("0.84").
-_KINDS = (re.compile(f"^ [+-]0\\.\\d{{{DECIMALS}}}$"), re.compile(f"^(0\\.\\d{{1,{DECIMALS}}}|1\\.0)$"))
+# Kinds of whole-number tokens, on the protocol's grid: a stated increment and a stated belief.
+_KINDS = (INCREMENT_TOKEN, BELIEF_TOKEN)
 
 
 @lru_cache(maxsize=8)

@@ -24,7 +24,7 @@ from ..protocol import (
 )
 from ..store import verify_artifact
 from .generation import SamplingConfig, belief_sum_decoding, generate_answers
-from .models import load_model_and_tokenizer, play_info, prompt_variant
+from .models import answer_token_budget, load_model_and_tokenizer, play_info, prompt_variant
 from .prompt_cache import PromptCache, prompt_cache_budget, supports_prompt_cache
 from .prompt_tokens import ConversationTokens, extends_by_message
 
@@ -54,15 +54,15 @@ class LLMPolicyAgent(Agent):
     @classmethod
     def from_checkpoint(cls, path, *, loaded: tuple | None = None, **kwargs) -> LLMPolicyAgent:
         """Load a checkpoint with its prompt variant and, unless the sampling sets one, its
-        recommended answer length (1.5x the longest teacher answer it was trained on). `loaded`:
+        recommended answer length (`models.answer_token_budget`). `loaded`:
         (model, tokenizer) of this checkpoint already in memory, played instead of a fresh load."""
         if loaded is None:
             verify_artifact(path)  # the checkpoint as it was published
         model, tokenizer = loaded or load_model_and_tokenizer(str(path))
         info = play_info(path)  # only what the checkpoint's version names
         sampling = kwargs.pop("sampling", None) or SamplingConfig()
-        if sampling.max_new_tokens is None and info["max_answer_tokens"]:
-            sampling = SamplingConfig(**{**sampling.__dict__, "max_new_tokens": int(1.5 * info["max_answer_tokens"])})
+        if sampling.max_new_tokens is None and answer_token_budget(info):
+            sampling = SamplingConfig(**{**sampling.__dict__, "max_new_tokens": answer_token_budget(info)})
         variant = kwargs.pop("variant", prompt_variant(info))
         prompt_format = kwargs.pop("prompt_format", DatasetFormat.from_info(info).prompt_format)
         # a linear chain's belief is the previous plus the increment; the innovation chain's students

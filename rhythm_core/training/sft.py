@@ -245,7 +245,7 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
             lr_scheduler_type="cosine", warmup_steps=max(1, max_steps // 20) if max_steps > 0 else 0,
             disable_tqdm=True,
             # Recomputing activations saves memory real models need; the tiny model only pays its compute.
-            gradient_checkpointing=config.base_model != TINY,
+            activation_checkpointing=config.base_model != TINY,
         )
         log = on_log if not step_offset else (lambda e: on_log({**e, "step": e["step"] + step_offset}))
         callbacks = [StreamLogs(log).callback]

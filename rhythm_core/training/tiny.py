@@ -14,12 +14,12 @@ whose pre-tokenizer no longer matches the trained one.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..env.spec import ACTIONS
+from ..protocol.numbers import DECIMAL_TOKEN, NUMBER_CHUNK, NUMBER_START
 
 BOS, EOS, PAD, IM_START = "<|endoftext|>", "<|im_end|>", "<|pad|>", "<|im_start|>"
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|pad|>"]
@@ -37,14 +37,14 @@ CHAT_TEMPLATE = (
 # earlier chunking (whitespace-led runs of non-space characters) let BPE fuse a compact JSON answer into
 # tokens such as '0.69,"morning":0.' or even one token for a whole frequent answer, so a belief value
 # had no token of its own and the student could not compose a new one: numbers are always whole tokens.
-# Splitting words from punctuation as well (the chunking before this one) cost 40% more tokens a week
-# for nothing the student used; attention over a whole week is most of a training step's cost, so the
-# shorter week trains ~1.6x faster per step and answers in 13 tokens instead of 28 (benchmarks/README.md, D10).
+# Splitting words from punctuation as well (the chunking before this one) cost more tokens a week for
+# nothing the student used; attention over a whole week is most of a training step's cost, so the
+# shorter week trains faster per step (benchmarks/README.md, D10).
 # A role header ("assistant\n" after <|im_start|>) is a chunk of its own: the tokenizer learns it as
 # one token (a turn's header was 5-9 byte-level tokens, a fifth of a week), and no merge can cross from
 # the generation prompt into the answer, so a prompt ending in the header tokenizes as in training.
 _ROLE = r"(?:system|user|assistant)\n"
-_CHUNK = _ROLE + r"""|\s?[+-]?\d+(?:\.\d+)?|(?:(?!\s?[+-]?\d|""" + _ROLE + r""")[\s\S])+"""
+_CHUNK = _ROLE + "|" + NUMBER_CHUNK + "|(?:(?!" + NUMBER_START + "|" + _ROLE + r")[\s\S])+"
 
 
 @dataclass(frozen=True)
@@ -114,9 +114,6 @@ def build_tiny_model(tokenizer, config: TinyModelConfig = TinyModelConfig()):
     return model
 
 
-_DECIMAL = re.compile(r"^\s?[+-]?\d*\.\d+$")
-
-
 def numeric_features(values, dims: int):
     """(N, dims) value features of numbers in [-1, 1]: the value itself, then Gaussian bumps on an
     even grid over [-1, 1] (width one grid step), so nearby values have nearby features."""
@@ -149,7 +146,7 @@ def init_numeric_embeddings(model, tokenizer, dims: int) -> int:
     ids, values = [], []
     for token, index in tokenizer.get_vocab().items():
         text = tokenizer.convert_tokens_to_string([token])
-        if _DECIMAL.match(text):
+        if DECIMAL_TOKEN.match(text):
             ids.append(index)
             values.append(float(text))
     # Scaled to the random part's size per dimension, so neither drowns the other after RMSNorm.

@@ -12,15 +12,14 @@ from __future__ import annotations
 import numpy as np
 
 from ..agents.rollout import rollout
-from ..graders import get_grader
+from ..graders import DEFAULT_GRADER, get_grader
 from .generation import SamplingConfig
 from .policy import LLMPolicyAgent
 from .side_by_side import run_side_by_side
 
 NOISE_SE = 2.0  # "worse beyond noise": the mean paired difference is below -2 standard errors
-# The candidate is the better one only when it is ahead by at least one standard error: of the eleven
-# GRPO runs from the demo's SFT student in benchmarks/README.md (D27), the two ahead
-# by less (+0.0009 +- 0.0080, +0.0041 +- 0.0085) lost up to 0.025 and 0.018 on the evaluation seeds.
+# The candidate is the better one only when it is ahead by at least one standard error: GRPO runs
+# ahead by less lost on the evaluation seeds (benchmarks/README.md, D27).
 GAIN_SE = 1.0
 
 
@@ -37,7 +36,7 @@ def validation_weeks(dataset_dir, limit: int = 64) -> dict[str, list[int]]:
 
 
 def compare_students(candidate: tuple[str, str], reference: tuple[str, str], weeks: dict[str, list[int]],
-                     grader: str = "v3", max_new_tokens: int | None = None) -> dict:
+                     grader: str = DEFAULT_GRADER, max_new_tokens: int | None = None) -> dict:
     """Play two checkpoints — (name, model dir) each — on `weeks` and compare them under `grader`.
     Returns each one's mean score, the paired difference candidate - reference with its standard
     error, whether the candidate is worse beyond noise, and which of the two is better."""

@@ -22,7 +22,7 @@ from ..env import VectorRhythmEnv
 from ..env.conditions import check_purpose_seeds
 from ..env.episode import EpisodeBatch
 from ..env.spec import BELIEF_DIMS, STEPS_PER_EPISODE
-from ..graders import get_grader
+from ..graders import DEFAULT_GRADER, get_grader
 from ..protocol import CHAT_FORMATS, render_conversation
 from .generation import SamplingConfig
 from .policy import LLMPolicyAgent
@@ -102,7 +102,7 @@ class WeekRollouts:
     weeks: dict[str, tuple[str, int]]
     variant: str
     prompt_format: str
-    grader: str = "v3"
+    grader: str = DEFAULT_GRADER
     max_new_tokens: int = 64
     seed: int = 0
     batch_size: int = 64

@@ -15,6 +15,7 @@ import dagster as dg
 
 from rhythm_core.store import ARTIFACTS_VAR, CACHE_VAR, open_store, split_url
 from rhythm_core.teacher.settings import TeacherSettings
+from rhythm_pipeline.defs.launchpad import launchpad_config
 
 _TEACHER = TeacherSettings()
 
@@ -110,33 +111,16 @@ def artifact_store_from_env() -> ArtifactStoreResource:
                                  region=_secret("AWS_DEFAULT_REGION"))
 
 
-class TeacherResource(dg.ConfigurableResource):
-    """Who plays the teacher episodes. backend: search (default), bayes, bayes_v3 (offline, free) | openai | azure.
-    Fields and defaults are TeacherSettings' (the launchpad needs a Config class to show them); see
-    rhythm_core.teacher.openai_client for how reasoning models (GPT-5.x, o-series) are handled."""
+# The resource's fields are TeacherSettings' (names, types, defaults), generated so that a teacher knob
+# is declared once; the retry backoff stays a library setting, not a launchpad one.
+_TeacherFields = launchpad_config("_TeacherFields", TeacherSettings, module=__name__, base=dg.ConfigurableResource,
+                                  exclude=("backoff_base_s", "backoff_cap_s"))
 
-    backend: str = _TEACHER.backend
-    model: str = _TEACHER.model
-    base_url: str | None = _TEACHER.base_url
-    api_key: str | None = _TEACHER.api_key
-    azure_endpoint: str | None = _TEACHER.azure_endpoint
-    azure_api_version: str = _TEACHER.azure_api_version
-    concurrency: int = _TEACHER.concurrency
-    api_key_env: str = _TEACHER.api_key_env  # the variable api_key comes from, named when it is missing
-    request_timeout_s: float = _TEACHER.request_timeout_s
-    connect_budget_s: float = _TEACHER.connect_budget_s  # fail once the endpoint stayed unreachable this long
-    max_retries: int = _TEACHER.max_retries
-    max_invalid_reasks: int = _TEACHER.max_invalid_reasks
-    max_length_reasks: int = _TEACHER.max_length_reasks
-    temperature: float | None = _TEACHER.temperature  # None: 0.0, or the default of a reasoning model
-    max_tokens: int | None = _TEACHER.max_tokens  # None: 400, or 4000 for a reasoning model
-    reasoning_effort: str | None = _TEACHER.reasoning_effort  # none | minimal | low | medium | high
-    structured_output: str = _TEACHER.structured_output  # auto | on | off
-    prompt_format: str = _TEACHER.prompt_format  # table | chat | chat_labeled: how each request renders the week
-    price_input_per_m: float = _TEACHER.price_input_per_m
-    price_cached_input_per_m: float | None = _TEACHER.price_cached_input_per_m  # None: the uncached rate
-    price_output_per_m: float = _TEACHER.price_output_per_m
-    max_cost_usd: float | None = _TEACHER.max_cost_usd
+
+class TeacherResource(_TeacherFields):
+    """Who plays the teacher episodes. backend: search (default), bayes, bayes_v3 (offline, free) | openai | azure.
+    Fields and defaults are TeacherSettings' (rhythm_core.teacher.settings says what each means); see
+    rhythm_core.teacher.openai_client for how reasoning models (GPT-5.x, o-series) are handled."""
 
     def settings(self) -> TeacherSettings:
         return TeacherSettings(**{name: getattr(self, name) for name in type(self).model_fields})

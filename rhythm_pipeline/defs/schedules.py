@@ -27,5 +27,5 @@ def weekly_reevaluation(context: dg.ScheduleEvaluationContext) -> dg.RunRequest:
         run_config={"ops": {"eval_rollouts": {"config": {"continuous_seeds": seeds["continuous"],
                                                          "ood_seeds": seeds["ood"],
                                                          "discrete3_seeds": seeds["discrete3"]}}}},
-        tags={"rhythm/eval_window": str(index), **{f"rhythm/seeds/{c}": s for c, s in seeds.items()}},
+        tags={"rhythm/eval_window": str(index), **{f"rhythm/{c}_seeds": s for c, s in seeds.items()}},
     )

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 
 import dagster as dg
 
+from rhythm_core.compute.costs import cost_figures, total_cost
 from rhythm_core.tracking import DEFAULT_EXPERIMENT, Tracker
 from rhythm_core.tracking.registry import REGISTERED_MODEL
 from rhythm_core.tracking.store import wants_mlflow
@@ -37,7 +38,7 @@ class TrackingRun:
         if self.tracker and self.run_id:
             self.tracker.set_tags(self.run_id, {"rhythm.data_version": result.get("version"),
                                                 "rhythm.artifact_url": artifact_url or result.get("model_dir")})
-            self.tracker.finish_training(self.run_id, result)
+            self.tracker.finish_training(self.run_id, result, extra_metrics=cost_figures(result.get("hf_job")))
 
     def metadata(self) -> dict:
         if self.tracker and self.run_id and self.tracker.ok:
@@ -121,8 +122,7 @@ class TrackingResource(dg.ConfigurableResource):
         """eval_results' run: every condition/agent's scores (active grader and v2), belief MAE,
         recovery and invalid rate; the plots and JSON; tags linking the students' training runs
         (and a tag on each training run pointing back)."""
-        from rhythm_core.compute.costs import total_cost
-        from rhythm_core.tracking.registry import evaluation_metrics
+        from rhythm_core.evaluation.results import evaluation_metrics
 
         results = stage["results"]
         provenance = results.get("provenance", {})
@@ -145,7 +145,7 @@ class TrackingResource(dg.ConfigurableResource):
                 tracker.log_metrics(run_id, evaluation_metrics(results))
                 jobs = eval_rollouts.get("hf_jobs") or []
                 if jobs:  # the students played on HF Jobs: the jobs' caps and bills, summed
-                    tracker.log_job_cost(run_id, {"cost": total_cost(jobs)})
+                    tracker.log_metrics(run_id, cost_figures({"cost": total_cost(jobs)}))
                 tracker.log_artifacts(run_id, [stage["json"], stage["final_scores_png"], stage["belief_accuracy_png"],
                                                stage["dir"] + "/eval_results.md"])
         return tracked

@@ -11,6 +11,7 @@ from rhythm_core.code_version import grader_version
 from rhythm_core.data.stages import dataset_stage, reeval_stage
 from rhythm_core.distill import DEFAULT_TEACHER_SEEDS
 from rhythm_core.env.spec import ENV_VERSION
+from rhythm_core.graders import DEFAULT_GRADER
 from rhythm_core.protocol import DEFAULT_PROMPT_FORMAT, DEFAULT_READOUT_FORM, DEFAULT_REASONING
 from rhythm_core.store import StageIncomplete
 from rhythm_core.teacher.stage import teacher_stage
@@ -113,7 +114,7 @@ class SftDatasetConfig(dg.Config):
     filter: str = "none"  # none | beat_heuristic (keep episodes where the teacher beat the heuristic)
     # The filter's grader is fixed here, not the active grader: a grader switch must not change the
     # training data (that is why sft_dataset does not depend on reeval_report).
-    filter_grader: str = "v3"
+    filter_grader: str = DEFAULT_GRADER
     validation_fraction: float = 0.1
     split_seed: int = 0
     # chat_labeled (the recipe): the week as one conversation, every number after its meter's name;

@@ -6,7 +6,7 @@ import json
 
 import dagster as dg
 
-from rhythm_core.evaluation.results import load_results
+from rhythm_core.evaluation.results import MAX_INVALID_RATE, load_results, student_gaps
 from rhythm_core.tracking.registry import headline_student, register_student, student_summaries
 from rhythm_pipeline.defs.resources import ArtifactStoreResource
 from rhythm_pipeline.defs.tracking import TrackingResource
@@ -83,7 +83,8 @@ def registered_student(context: dg.AssetExecutionContext, eval_results: dict,
                        tracking: TrackingResource, artifacts: ArtifactStoreResource) -> dg.Output[dict]:
     results = load_results(artifacts.store(context.instance).fetch_value(eval_results)["json"])
     provenance = results.get("provenance", {})
-    candidate = headline_student(student_summaries(results), gate=provenance.get("headline_student"))
+    summaries = student_summaries(results, student_gaps(results)["score_vs_heuristic"], MAX_INVALID_RATE)
+    candidate = headline_student(summaries, gate=provenance.get("headline_student"))
     checks = blocking_checks(context)
     tracker = tracking.tracker(context)
     if tracker is None:

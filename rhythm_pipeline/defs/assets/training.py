@@ -1,50 +1,26 @@
 """The training half: sft_checkpoint and grpo_checkpoint. The ComputeResource runs the TRL training
 (local subprocess through Pipes, or Hugging Face Jobs); these bodies only pass config and report."""
 
-import dataclasses
-import typing
-
 import dagster as dg
-import pydantic
 
 from rhythm_core.compute.costs import cost_figures
 from rhythm_core.training.grpo import GRPORunConfig
 from rhythm_core.training.publish import push_checkpoint, train_and_publish
 from rhythm_core.training.sft import SFTRunConfig
+from rhythm_pipeline.defs.launchpad import launchpad_config, run_config_of
 from rhythm_pipeline.defs.resources import ArtifactStoreResource, ComputeResource, HubResource
 from rhythm_pipeline.defs.tracking import TrackingResource
 from rhythm_pipeline.lineage import lineage_metadata, png_metadata, versioned_output
 from rhythm_pipeline.settings import code_version
 
-
-def launchpad_config(name: str, run_config: type, *, rename: dict[str, str] | None = None, **extra) -> type[dg.Config]:
-    """A Dagster launchpad config with every field of a rhythm_core run-config dataclass (same names,
-    types and defaults, so a new training knob is added once, in rhythm_core), plus `extra` fields
-    given as `name=(type, default)`. `rename` maps a run-config field to its launchpad name."""
-    rename = rename or {}
-    hints = typing.get_type_hints(run_config)
-    fields = {}
-    for f in dataclasses.fields(run_config):
-        default = (pydantic.Field(default_factory=f.default_factory)
-                   if f.default is dataclasses.MISSING else f.default)
-        fields[rename.get(f.name, f.name)] = (hints[f.name], default)
-    return pydantic.create_model(name, __base__=dg.Config, __module__=__name__, **fields, **extra)
-
-
-def run_config_of(config: dg.Config, run_config: type, *, rename: dict[str, str] | None = None) -> dict:
-    """The run-config fields of a launchpad config, under their rhythm_core names."""
-    launchpad_name = {f: (rename or {}).get(f, f) for f in run_config.__dataclass_fields__}
-    values = config.model_dump()
-    return {f: values[name] for f, name in launchpad_name.items()}
-
-
 _HUB = {"push_to_hub": (bool, False)}
-SftCheckpointConfig = launchpad_config("SftCheckpointConfig", SFTRunConfig, **_HUB,
+SftCheckpointConfig = launchpad_config("SftCheckpointConfig", SFTRunConfig, module=__name__, **_HUB,
                                        hub_repo_name=(str, "rhythm-sft-student"))
 # The reward grader is fixed in the config, not the active grader: a grader change must never
 # re-run training.
 _GRPO_RENAME = {"grader": "reward_grader"}
-GrpoCheckpointConfig = launchpad_config("GrpoCheckpointConfig", GRPORunConfig, rename=_GRPO_RENAME, **_HUB,
+GrpoCheckpointConfig = launchpad_config("GrpoCheckpointConfig", GRPORunConfig, module=__name__, rename=_GRPO_RENAME,
+                                        **_HUB,
                                         hub_repo_name=(str, "rhythm-grpo-student"))
 
 

@@ -17,7 +17,7 @@ Stages (each needs the ones before it that it names):
   play      the SFT student on 8 weeks x 28 turns at 12 new tokens, as evaluation plays it, then with the
             prompt cache off, with it held within 0.5 GiB and (CUDA) with cuDNN's attention: seconds,
             seconds outside generate, peak memory, the invalid-answer rate and whether it generated the
-            default's token ids, per variant (`gpu_stages.play_variants`, `gpu_stages.compare_tokens`)
+            default's token ids, per variant (`stages.play_variants`, `stages.compare_tokens`)
   tiny      the demo's tiny SFT (600 + 240 steps) and GRPO with its gate (64 weeks), then the SFT student's play
             of 64 weeks with the belief's sum and without
 Every stage records its peak memory (CUDA: allocated and reserved; CPU: the process's peak RSS; the
@@ -26,9 +26,9 @@ play's is its default variant's, each variant's beside it) and, on CUDA, whether
 
 The play's variants must generate the default's token ids where the student plays in float32 (the
 CPU): a difference (a broken prompt cache) fails the stage; in bf16 (CUDA) the difference is recorded,
-not failed on (`gpu_stages`, "The play's token check").
+not failed on (`stages`, "The play's token check").
 
-The stages themselves are in `gpu_stages`. Each runs in a child process of its own process group,
+The stages themselves are in `gpu_check.stages`. Each runs in a child process of its own process group,
 which dies with the check (`processes.die_with_parent`) and is killed as a group when the check is
 interrupted or a stage runs past its budget. The check's exit status: 0 when every stage finished, 1
 when any crashed, ran past its budget or failed its token check (the CLI: 2 for a mistake, 130 when
@@ -47,7 +47,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from .gpu_stages import STAGE_FAILURES, run_one_stage
+from .stages import STAGE_FAILURES, run_one_stage
 
 # stage -> (the stages it needs, budget in seconds on CUDA, budget in the CPU smoke form). The smoke
 # form's budgets only catch a hang: a stage of ~10 s took 90 s on this 2-core CPU under other load.
@@ -59,7 +59,7 @@ STAGES = {
     "tiny": (("prepare",), 150, 600),
 }
 WORK_PREFIX = "rhythm-gpu-check-"  # the default work folder's name, under the system's temporary folder
-CHILD_MODULE = "rhythm_core.compute.gpu_check"  # what a stage's child process runs (`_child_main`)
+CHILD_MODULE = "rhythm_core.gpu_check.run"  # what a stage's child process runs (`_child_main`)
 LOG_TAIL_LINES = 30  # of a failed stage's log, kept in the record (the work folder may be removed)
 
 
@@ -164,11 +164,11 @@ def _log_entry(log: Path) -> dict:
 
 
 def _child_main(argv: list[str] | None = None) -> int:
-    """A stage's child process: `python -m rhythm_core.compute.gpu_check --stage NAME --work DIR [--smoke]`."""
+    """A stage's child process: `python -m rhythm_core.gpu_check.run --stage NAME --work DIR [--smoke]`."""
     from ..processes import die_with_parent, parent_pid
 
     die_with_parent(parent_pid())  # the check's end (a kill included) ends the stage
-    parser = argparse.ArgumentParser(prog="python -m rhythm_core.compute.gpu_check")
+    parser = argparse.ArgumentParser(prog="python -m rhythm_core.gpu_check.run")
     parser.add_argument("--stage", required=True, choices=list(STAGES))
     parser.add_argument("--work", required=True)
     parser.add_argument("--smoke", action="store_true")

@@ -1,4 +1,4 @@
-"""The GPU check's stages (`gpu_check` runs each in a child process): what each does, at the sizes
+"""The GPU check's stages (`gpu_check.run` runs each in a child process): what each does, at the sizes
 `sizes` gives, and the figures it returns; `run_one_stage` is a child's side. Nothing heavy is
 imported until a stage runs.
 

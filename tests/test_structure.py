@@ -1,0 +1,102 @@
+"""The layers a newcomer reads in each package's `__init__.py` hold: no two packages of rhythm_core
+import each other (directly or around a loop), no module is over 450 lines, and rhythm_core has few
+top-level modules. The check reads the source (every import, lazy ones included), so it holds for
+code paths no test runs."""
+
+import ast
+from pathlib import Path
+
+CORE = Path(__file__).resolve().parents[1] / "rhythm_core"
+MAX_LINES = 450
+MAX_TOP_LEVEL_MODULES = 7
+
+def _unit(module: str) -> str | None:
+    """The package (or top-level module) of rhythm_core a dotted module name belongs to."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == "rhythm_core" and len(parts) > 1 else None
+
+
+def package_imports() -> dict[str, set[str]]:
+    """For each package (or top-level module) of rhythm_core, the others it imports anywhere."""
+    edges: dict[str, set[str]] = {}
+    for path in CORE.rglob("*.py"):
+        parts = list(path.relative_to(CORE.parent).with_suffix("").parts)
+        is_package = parts[-1] == "__init__"
+        module = parts[:-1] if is_package else parts
+        source = _unit(".".join(module))
+        if source is None:
+            continue
+        base = module if is_package else module[:-1]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                target = (".".join(base[:len(base) - node.level + 1] + ([node.module] if node.module else []))
+                          if node.level else node.module or "")
+                targets = [target] + ([f"{target}.{a.name}" for a in node.names] if not node.module else [])
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                continue
+            for target in targets:
+                unit = _unit(target)
+                if unit and unit != source:
+                    edges.setdefault(source, set()).add(unit)
+    return edges
+
+
+def cycles(edges: dict[str, set[str]]) -> list[set[str]]:
+    """The strongly connected groups of more than one package (Tarjan)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.add(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                found.append(group)
+
+    for v in list(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_package_cycle_in_rhythm_core():
+    found = cycles(package_imports())
+    assert not found, f"packages that import each other: {found}"
+
+
+def test_the_cycle_check_sees_a_loop():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_tracking_the_bottom_floor_imports_no_other_package_and_compute_sits_below_the_stages():
+    edges = package_imports()
+    assert not edges.get("tracking", set()) - {"errors"}, edges.get("tracking")
+    above_compute = {"teacher", "data", "training", "evaluation", "distill", "gpu_check", "cli"}
+    assert not edges.get("compute", set()) & above_compute, edges.get("compute")
+
+
+def test_no_module_over_450_lines():
+    long = {str(p.relative_to(CORE)): n for p in CORE.rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert not long, f"modules over {MAX_LINES} lines (split them by concern): {long}"
+
+
+def test_few_top_level_modules():
+    modules = {p.name for p in CORE.glob("*.py") if p.name != "__init__.py"}
+    assert len(modules) <= MAX_TOP_LEVEL_MODULES, sorted(modules)
