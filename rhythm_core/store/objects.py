@@ -233,23 +233,24 @@ class ObjectStore(ArtifactStore):
                     self.fs.rm(f"{base}/{upload}", recursive=True)
 
     # -- fetch ----------------------------------------------------------------------------------
-    def artifact_url(self, url: str) -> str | None:
-        """The published artifact `url` is or lies in: the nearest folder with a record."""
+    def _artifact(self, url: str) -> tuple[str, dict] | None:
+        """The published artifact `url` is or lies in (the nearest folder with a record) and its record."""
         probe = url.rstrip("/")
         while self.is_store_url(probe) and probe != self.url:
-            if self._record(probe) is not None:
-                return probe
+            record = self._record(probe)
+            if record is not None:
+                return probe, record
             probe = probe.rsplit("/", 1)[0]
         return None
 
     def _root_and_record(self, url: str, expected_digest: str | None) -> tuple[str, dict] | None:
-        root_url = self.artifact_url(url)
-        if root_url is None:
+        found = self._artifact(url)
+        if found is None:
             if expected_digest:
                 raise ArtifactChanged(f"{url}: no published artifact holds it (no {FILES_MANIFEST} on the store); "
                                       f"its materialization recorded files digest {expected_digest}")
             return None
-        record = self._record(root_url)
+        root_url, record = found
         if expected_digest and record["digest"] != expected_digest:
             raise ArtifactChanged(f"{root_url}/{FILES_MANIFEST}: files digest {record['digest']}, but its "
                                   f"materialization recorded {expected_digest}: the artifact was replaced")
