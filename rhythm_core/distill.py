@@ -19,7 +19,7 @@ from .graders import DEFAULT_GRADER
 from .store import is_version_folder, path_under, write_result
 from .teacher.settings import DEFAULT_BACKEND, TeacherSettings
 from .teacher.stage import teacher_stage
-from .training.entry import run_stage
+from .training.entry import run_stage, run_stage_launched
 from .training.publish import train_and_publish
 
 # 2,000 teacher weeks: with fewer the recipe's student stayed shy of extreme profiles (beliefs pulled
@@ -86,8 +86,9 @@ def _published(run_dir: Path, stage: str) -> dict:
 
 
 def run_distillation(out, preset: str | dict = DEFAULT_PRESET, *, grader: str = DEFAULT_GRADER, log: Callable[[str], None] = print,
-                     with_grpo: bool = True, reuse_sft_from=None) -> dict:
+                     with_grpo: bool = True, reuse_sft_from=None, processes: int = 1) -> dict:
     """Run the recipe into `out`; `preset` is a name of PRESETS or a dict of the same shape.
+    `processes`: SFT and GRPO data-parallel on that many processes (torchrun), the global batch the preset's.
     `with_grpo=False` stops after SFT and evaluates the SFT student only (faster variant sweeps).
     `reuse_sft_from`: an earlier run's output folder of the same configuration whose sft_dataset and
     sft_checkpoint are reused as they are (GRPO and evaluation run anew), to iterate on GRPO."""
@@ -116,10 +117,16 @@ def run_distillation(out, preset: str | dict = DEFAULT_PRESET, *, grader: str = 
     provenance = {"sft_dataset": path_under(data["path"], root), "sft_dataset_version": data["version"],
                   "teacher": made_from["teacher"]["id"]}
 
+    def show(entry: dict) -> None:
+        log(json.dumps({k: v for k, v in entry.items() if not isinstance(v, dict)}))
+
     def train(stage, config, init=None):
         def run(staged):
-            write_result(staged, run_stage(stage, config, data["path"], str(staged), init, on_log=lambda e: log(
-                json.dumps({k: v for k, v in e.items() if not isinstance(v, dict)})), provenance=provenance))
+            if processes == 1:
+                write_result(staged, run_stage(stage, config, data["path"], str(staged), init, on_log=show,
+                                               provenance=provenance))
+            else:  # the ranks under torchrun; rank 0 writes the result
+                run_stage_launched(stage, config, data["path"], staged, init, provenance, processes, show)
 
         return train_and_publish(root, f"{stage}_checkpoint", run)
 

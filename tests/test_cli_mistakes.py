@@ -103,6 +103,7 @@ MISTAKES = [
     (["distill", "--out", "notes.txt"], "--out notes.txt is a file, not a folder"),
     (["distill", "--out", "/nonexistent/run"], "--out /nonexistent/run: the folder /nonexistent does not exist"),
     (["distill", "--preset", "huge", "--out", "d"], "argument --preset: invalid choice: 'huge'"),
+    (["distill", "--processes", "0", "--out", "d"], "--processes 0: expected a whole number ≥ 1"),
     (["baselines", "--seeds", "9990-10010"], "seed 10010 is outside the continuous range 0-9999"),
     (["baselines", "--seeds", "10-5"], "bad seed range '10-5'"),
     (["baselines", "--agents", "random,gpt"], "unknown agent(s) gpt"),

@@ -152,6 +152,9 @@ def check_eval(args) -> None:
 def check_distill(args) -> None:
     from ..store import check_output_root, open_store, split_url
 
+    if args.processes < 1:
+        raise BadInput(f"--processes {args.processes}: expected a whole number ≥ 1 (training processes, data-parallel)")
+
     if split_url(args.out)[0] is not None:  # an object store: the run writes into a local cache, then uploads
         import tempfile
         from pathlib import Path

@@ -160,13 +160,13 @@ def _cmd_distill(args) -> int:
     from ..distill import run_distillation
 
     if args.store is None:
-        summary = run_distillation(args.out, args.preset, grader=args.grader)
+        summary = run_distillation(args.out, args.preset, grader=args.grader, processes=args.processes)
         print(f"summary: {args.out}/distill_summary.json; results: {summary['results_json']}")
         return 0
     from ..store import FILES_MANIFEST, is_version_folder
 
     store = args.store  # every stage publishes into the local cache; each published version then goes up
-    summary = run_distillation(store.cache, args.preset, grader=args.grader)
+    summary = run_distillation(store.cache, args.preset, grader=args.grader, processes=args.processes)
     for record in sorted(store.cache.rglob(FILES_MANIFEST)):
         if is_version_folder(record.parent.name):
             adopted = store.publish(record.parent).adopted
@@ -364,6 +364,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "more weeks and steps, from the search teacher, the innovation evidence chain (about 19 minutes); published: the 3B LoRA student (for a GPU)")
     p.add_argument("--out", required=True, help="output root, created if missing in a folder that exists, or an "
                                                 "object store (s3://bucket/prefix: every version is uploaded there)")
+    p.add_argument("--processes", type=int, default=1,
+                   help="SFT and GRPO data-parallel on this many processes (torchrun: gloo on CPU, one GPU each on "
+                        "CUDA); the preset's global batch is kept, so the recipe learns the same")
     grader(p)
 
     from ..gpu_check.run import STAGES

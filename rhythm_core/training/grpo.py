@@ -52,6 +52,7 @@ from ..store import verify_artifact
 from ..tracking.callback import attach_tracking
 from ..tracking.store import report_to_list
 from .adapters import FROZEN_ADAPTER, AdapterView, load_frozen_adapter
+from .distributed import is_main, rank, sharding_args, split_batch, world_size
 from .fused_head import labelled_positions_only, speedups
 from .generation import SamplingConfig
 from .grpo_prompts import build_prompt_dataset
@@ -261,16 +262,20 @@ def run_grpo(config: GRPORunConfig, dataset_dir, init_dir, out_dir, *, on_log: C
         prompts = build_prompt_dataset(dataset_dir, variant, config, student, data_format)  # refuses another format
         reward_funcs, reward_weights = make_reward_functions(config.grader, student), config.reward_weights
     cuda = torch.cuda.is_available()
+    # The global batch is the config's on any number of processes (distributed.py).
+    per_device, accumulation = split_batch(config.per_device_train_batch_size, config.gradient_accumulation_steps,
+                                           world_size())
     args = GRPOConfig(
         output_dir=str(out / "trainer"), max_steps=config.max_steps, learning_rate=config.learning_rate,
-        per_device_train_batch_size=config.per_device_train_batch_size,
-        gradient_accumulation_steps=config.gradient_accumulation_steps, num_generations=config.num_generations,
+        per_device_train_batch_size=per_device, gradient_accumulation_steps=accumulation,
+        num_generations=config.num_generations,
         max_completion_length=WEEK_COMPLETION_BOUND if rollout_func else config.max_completion_length,
         temperature=config.temperature, beta=config.beta, reward_weights=reward_weights, logging_steps=config.logging_steps, save_strategy="no",
         report_to=report_to_list(config.report_to), use_cpu=not cuda, bf16=cuda and torch.cuda.is_bf16_supported(),
         seed=config.seed, shuffle_dataset=False,  # build_prompt_dataset ordered the prompts (order_by_step)
         use_vllm=False, disable_tqdm=True,
-        activation_checkpointing=not tiny_base,  # gradient checkpointing (its name since transformers 5)
+        activation_checkpointing=not tiny_base and not sharding_args(),  # gradient checkpointing's name since transformers 5
+        **sharding_args(),
     )
     trainer = GRPOTrainer(model=model, reward_funcs=reward_funcs, args=args, train_dataset=prompts,
                           processing_class=tokenizer, callbacks=[StreamLogs(on_log).callback], rollout_func=rollout_func)
@@ -283,9 +288,12 @@ def run_grpo(config: GRPORunConfig, dataset_dir, init_dir, out_dir, *, on_log: C
         trainer.train()
     model_dir = out / "model"
     if is_adapter:  # the trained adapter only, not the frozen copies beside it (ours, TRL's reference)
-        model.save_pretrained(str(model_dir), selected_adapters=["default"])
+        if is_main():
+            model.save_pretrained(str(model_dir), selected_adapters=["default"])
     else:
-        trainer.save_model(str(model_dir))
+        trainer.save_model(str(model_dir))  # every rank takes part (a sharded model is gathered); rank 0 writes
+    if not is_main():  # the checkpoint, its gate, card and metrics are rank 0's
+        return {"rank": rank(), "steps": trainer.state.global_step}
     tokenizer.save_pretrained(str(model_dir))
 
     history = [e for e in trainer.state.log_history if "reward" in e]
@@ -318,6 +326,7 @@ def run_grpo(config: GRPORunConfig, dataset_dir, init_dir, out_dir, *, on_log: C
         "mean_frac_groups_zero_reward_std": float(np.mean(zero_std)) if zero_std else None,
         "mean_kl": float(np.mean([v for _, v in kl])) if kl else None,
         **{f"mean_{name}": float(np.mean([v for _, v in curves[name]])) if curves[name] else None for name in names},
+        "processes": world_size(), "per_device_train_batch_size": per_device,
         "init_is_adapter": is_adapter, "prompt_variant": variant, "prompt_format": prompt_format, "wall_s": round(time.perf_counter() - start, 2),
     }
     record = {"stage": "grpo", "config": asdict(config), "prompt_variant": variant, "prompt_format": prompt_format,

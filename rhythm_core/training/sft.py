@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -21,6 +22,7 @@ from ..protocol import DEFAULT_PROMPT_VARIANT, SCRATCH_PROMPT_VARIANT, system_pr
 from ..store import verify_artifact
 from ..tracking.callback import attach_tracking
 from ..tracking.store import report_to_list
+from .distributed import SHARDING_VAR, barrier, is_main, rank, sharding_args, split_batch, world_size
 from .fused_head import labelled_positions_only, speedups
 from .generation import SamplingConfig, valid_answer_rate
 from .last_layer import last_layer_on_read_positions
@@ -188,10 +190,12 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
     if len(validation) > config.eval_examples:
         validation = validation.shuffle(seed=config.seed).select(range(config.eval_examples))
 
-    if config.base_model == TINY:
-        base = build_tiny_base(data["train"], out / "base", TinyModelConfig(**{**config.tiny, "seed": config.seed}),
-                               provenance={"trained_on": str(dataset_dir)})
-        base_path = base["path"]
+    if config.base_model == TINY:  # built once, by rank 0; the other ranks load it
+        if is_main():
+            build_tiny_base(data["train"], out / "base", TinyModelConfig(**{**config.tiny, "seed": config.seed}),
+                            provenance={"trained_on": str(dataset_dir)})
+        barrier()
+        base_path = str(out / "base")
     else:
         base_path = config.base_model
     model, tokenizer = load_model_and_tokenizer(base_path, for_training=True, full_parameters=not config.lora)
@@ -216,7 +220,10 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
                for m in row["messages"] if m["role"] == "assistant"]
     answer_tokens = [len(ids) + 1 for ids in tokenizer(answers, add_special_tokens=False)["input_ids"]]
     sampling = SamplingConfig(max_new_tokens=min(200, 2 * max(answer_tokens)))
-    valid_before = valid_answer_rate(model, tokenizer, conversations, sampling) if conversations else None
+    valid_before = valid_answer_rate(model, tokenizer, conversations, sampling) if conversations and is_main() else None
+    # The global batch is the config's on any number of processes (distributed.py).
+    per_device, accumulation = split_batch(config.per_device_train_batch_size, config.gradient_accumulation_steps,
+                                           world_size())
 
     peft_config = None
     if config.lora:
@@ -235,9 +242,8 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
         args = SFTConfig(
             output_dir=str(out / "trainer"), max_steps=max_steps if max_steps > 0 else -1,
             num_train_epochs=config.num_train_epochs, learning_rate=learning_rate,
-            per_device_train_batch_size=config.per_device_train_batch_size,
-            per_device_eval_batch_size=config.per_device_train_batch_size,
-            gradient_accumulation_steps=config.gradient_accumulation_steps, max_length=max_length,
+            per_device_train_batch_size=per_device, per_device_eval_batch_size=per_device,
+            gradient_accumulation_steps=accumulation, max_length=max_length,
             # The loss is on the answers either way: tokenized_weeks' labels, or TRL's completion mask.
             assistant_only_loss=False, logging_steps=config.logging_steps,
             eval_strategy="no", save_strategy="no", report_to=report_to_list(config.report_to), use_cpu=not cuda,
@@ -245,7 +251,8 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
             lr_scheduler_type="cosine", warmup_steps=max(1, max_steps // 20) if max_steps > 0 else 0,
             disable_tqdm=True,
             # Recomputing activations saves memory real models need; the tiny model only pays its compute.
-            activation_checkpointing=config.base_model != TINY,
+            activation_checkpointing=config.base_model != TINY and not sharding_args(),
+            **sharding_args(),
         )
         log = on_log if not step_offset else (lambda e: on_log({**e, "step": e["step"] + step_offset}))
         callbacks = [StreamLogs(log).callback]
@@ -286,7 +293,9 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
     on_log({"step": steps_done, **evaluation})
 
     model_dir = out / "model"
-    trainer.save_model(str(model_dir))
+    trainer.save_model(str(model_dir))  # every rank takes part (a sharded model is gathered); rank 0 writes
+    if not is_main():  # the checkpoint, its card and metrics are rank 0's
+        return {"rank": rank(), "steps": short_steps + trainer.state.global_step}
     tokenizer.save_pretrained(str(model_dir))
     merged_dir = None
     if config.lora and config.merge_lora:
@@ -306,7 +315,8 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
         "final_mean_token_accuracy": history[-1].get("mean_token_accuracy") if history else None,
         "valid_answer_rate_before": valid_before, "valid_answer_rate_after": valid_after,
         **data_format.as_dict(), "speedups": speedups(model, config.base_model == TINY and not config.lora),
-        "train_examples": len(train), **truncation, "train_s": round(clock["train_s"], 3), "wall_s": round(time.perf_counter() - start, 2),
+        "train_examples": len(train), **truncation, "processes": world_size(),
+        "sharding": os.environ.get(SHARDING_VAR, ""), "per_device_train_batch_size": per_device, "gradient_accumulation_steps": accumulation, "train_s": round(clock["train_s"], 3), "wall_s": round(time.perf_counter() - start, 2),
     }
     plot_curves({"train loss": [(e["step"], e["loss"]) for e in history]}, out / "training_loss.png",
                 title=f"SFT of {config.base_model}", ylabel="loss")

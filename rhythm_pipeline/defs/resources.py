@@ -158,6 +158,12 @@ class ComputeResource(dg.ConfigurableResource):
     Jobs running the same rhythm_core code version). No Dagster process loads a model."""
 
     backend: str = "local"
+    # Training processes, data-parallel (torchrun; gloo on CPU, NCCL on CUDA, one GPU each): the global
+    # batch stays the config's, so this changes where the work runs, not what is learned. Not part of
+    # any version.
+    processes: int = 1
+    # "full_shard" (FSDP, for a student one device cannot hold; with processes > 1), else plain DDP.
+    sharding: str = ""
     hf_flavor: str = "a10g-small"
     hf_timeout: str | None = None  # "2h", "45m"; None: from each stage's size (rhythm_core.compute.costs)
     hf_max_usd: float | None = None  # refuse a job whose cost cap (flavor price per hour × timeout) is above this
@@ -177,22 +183,34 @@ class ComputeResource(dg.ConfigurableResource):
         raise ValueError(f"unknown compute backend {self.backend!r}; allowed: local, hf_jobs")
 
     def _train_local(self, context, stage, config, dataset_dir, out_dir, init_dir, provenance, env=None) -> None:
-        import sys
 
+        import tempfile
+
+        from rhythm_core.compute.launch import ERROR_FILE_VAR, launch_command
         from rhythm_core.compute.threads import thread_env
         from rhythm_core.processes import child_env
+        from rhythm_core.training.distributed import SHARDING_VAR, check_sharding
         from rhythm_pipeline.defs.executor import step_thread_budget
 
         extras = {"stage": stage, "config": config, "dataset": dataset_dir, "out": out_dir, "init": init_dir,
                   "provenance": provenance or {}}
+        check_sharding(self.sharding, self.processes)
         # Training runs alone in its run (sft -> grpo -> evaluation is a chain): every core this step
-        # may use, passed as OMP_NUM_THREADS & co, which torch reads when it starts.
-        threads = step_thread_budget(context)
-        context.log.info(f"training {stage} in a subprocess with {threads} torch thread(s)")
-        dg.PipesSubprocessClient(env={**thread_env(threads), **child_env()}).run(
-            context=context, command=[sys.executable, "-m", "rhythm_pipeline.train_entry"], extras=extras,
-            env=env or {},
-        )
+        # may use, passed as OMP_NUM_THREADS & co, which torch reads when it starts, split over the ranks.
+        threads = max(1, step_thread_budget(context) // self.processes)
+        context.log.info(f"training {stage} on {self.processes} process(es) with {threads} torch thread(s) each")
+        with tempfile.TemporaryDirectory(prefix="rhythm-launch-") as scratch:
+            error_file = Path(scratch) / "error.txt"
+            launch = {ERROR_FILE_VAR: str(error_file), **({SHARDING_VAR: self.sharding} if self.sharding else {})}
+            try:
+                dg.PipesSubprocessClient(env={**thread_env(threads), **child_env(), **launch}).run(
+                    context=context, command=launch_command("rhythm_pipeline.train_entry", [], self.processes),
+                    extras=extras, env=env or {},
+                )
+            except Exception as exc:  # Pipes' execution error: the launcher failed
+                if error_file.exists():  # a rank failed: its error, in one line
+                    raise dg.Failure(f"training {stage} failed: {error_file.read_text().strip()}") from exc
+                raise
 
     def play(self, context, *, config: dict, checkpoints: dict[str, str], out_dir: str, threads: int) -> dict:
         """Play the students (name -> model folder) on one condition's evaluation seeds (`config`:
