@@ -57,7 +57,8 @@ def _compute_metadata(result: dict, compute: ComputeResource) -> dict:
     if not job:
         return {"compute": compute.backend}
     return {"compute": compute.backend, "hf_job_id": job["job_id"], "hf_job_url": job.get("job_url") or "",
-            "hub_repo_id": job["hub_repo_id"], "hub_revision": job["hub_revision"], **job_cost_metadata(job)}
+            "hub_repo_id": job["hub_repo_id"], "hub_revision": job["hub_revision"], **job_cost_metadata(job),
+            **({"hf_job_gpus": job["gpus"], "hf_job_processes": job["processes"]} if "gpus" in job else {})}
 
 
 def _speedup_metadata(result: dict) -> dict:
