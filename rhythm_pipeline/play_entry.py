@@ -19,13 +19,14 @@ def main() -> int:
     die_with_parent(parent_pid())  # a stopped run leaves no model running on
     with open_dagster_pipes() as pipes:
         extras = pipes.extras
-        pipes.log.info(f"playing {', '.join(extras['checkpoints'])} on {extras['config']['condition']} "
+        worker = f"{extras['worker']}: " if extras.get("worker") else ""  # one of several (ComputeResource.play_workers)
+        pipes.log.info(f"{worker}playing {', '.join(extras['checkpoints'])} on {extras['config']['condition']} "
                        f"(pid {os.getpid()})")
         try:
             result = play_students(extras["config"], extras["checkpoints"], extras["out"], threads=extras.get("threads"),
-                                   on_log=lambda entry: pipes.log.info(entry["played"]))
+                                   on_log=lambda entry: pipes.log.info(worker + entry["played"]))
         except Exception as exc:
-            pipes.log.error(f"playing failed: {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=8)}")
+            pipes.log.error(f"{worker}playing failed: {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=8)}")
             raise
         pipes.report_custom_message(result)
     return 0

@@ -72,3 +72,19 @@ def test_several_jobs_costs_add_up_and_a_job_without_one_counts_zero():
     assert cost_figures({"cost": total_cost(jobs)}) == {"hf_job_max_cost_usd": 1.625, "hf_job_billed_minutes": 5,
                                                         "hf_job_cost_usd": 0.125}
     assert cost_figures({"job_id": "x"}) == {} and cost_figures(None) == {}
+
+
+def test_every_priced_flavor_has_its_gpu_count_and_a_multi_gpu_flavor_is_priced_whole():
+    from rhythm_core.compute.costs import FLAVOR_GPUS, flavor_gpus
+
+    assert set(FLAVOR_GPUS) == set(FLAVOR_USD_PER_HOUR)
+    assert [flavor_gpus(f) for f in ("cpu-basic", "a10g-small", "a10g-largex2", "l4x4", "a100x8", "h200x2")] == [0, 1, 2, 4, 8, 2]
+    assert job_budget("a10g-largex2", 3600, max_usd=None).max_cost_usd == pytest.approx(3.0)  # both GPUs' hour
+    with pytest.raises(ValueError, match="flavor 'a10g-huge': its GPU count is unknown"):
+        flavor_gpus("a10g-huge")
+
+    class Api:  # the Hub's list wins: a flavor the table does not know
+        def list_jobs_hardware(self, token=None):
+            return [SimpleNamespace(name="rtx-pro-6000x4", accelerator=SimpleNamespace(quantity="4"))]
+
+    assert flavor_gpus("rtx-pro-6000x4", Api()) == 4

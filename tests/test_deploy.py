@@ -2,6 +2,10 @@
 dagster-k8s's own config schemas (a misspelt key or a wrong type fails here, not on a cluster), and
 RHYTHM_EXECUTOR=k8s gives the code location that executor."""
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import dagster as dg
@@ -69,3 +73,47 @@ def test_rhythm_executor_picks_the_code_locations_executor(monkeypatch):
         chosen_executor("docker")
     monkeypatch.setenv("RHYTHM_EXECUTOR", "k8s")
     assert isinstance(chosen_executor(), dg.ExecutorDefinition) and chosen_executor().name == "k8s"
+
+
+def test_a_training_step_asks_for_its_gpus_in_op_tags_that_dagster_k8s_accepts():
+    import kubernetes
+    from dagster_k8s.container_context import K8sContainerContext
+    from dagster_k8s.job import UserDefinedDagsterK8sConfig, get_user_defined_k8s_config
+    from dagster_k8s.models import k8s_model_from_dict
+
+    from rhythm_pipeline.defs.executor import k8s_gpu_tags, training_op_tags
+
+    assert training_op_tags({}) == {} and training_op_tags({"RHYTHM_TRAIN_PROCESSES": "4"}) == {}  # not on k8s
+    tags = training_op_tags({"RHYTHM_EXECUTOR": "k8s", "RHYTHM_TRAIN_PROCESSES": "4"})
+    step = get_user_defined_k8s_config(tags)  # dagster-k8s validates the tag against its schema, or raises
+    # merged as k8s_job_executor merges a step's pod: step_k8s_config, the op tags, per_step_k8s_config
+    execution = yaml.safe_load((DEPLOY / "run_config.yaml").read_text())["execution"]["config"]
+    merged = K8sContainerContext(run_k8s_config=UserDefinedDagsterK8sConfig.from_dict(execution["step_k8s_config"]))
+    for config in (step, UserDefinedDagsterK8sConfig.from_dict(execution["per_step_k8s_config"]["sft_checkpoint"])):
+        merged = merged.merge(K8sContainerContext(run_k8s_config=config))
+    container = merged.run_k8s_config.container_config
+    assert container["resources"] == {"requests": {"cpu": "2", "memory": "8Gi"}, "limits": {"nvidia.com/gpu": "4"}}
+    assert container["env"] == [{"name": "RHYTHM_TRAIN_PROCESSES", "value": "4"}]
+    assert merged.run_k8s_config.pod_spec_config == {"node_selector": {"pool": "gpu"}}
+    k8s_model_from_dict(kubernetes.client.V1Container, {"name": "step", "image": "rhythm", **container})
+    assert training_op_tags({"RHYTHM_EXECUTOR": "k8s"}) == k8s_gpu_tags(1)
+    with pytest.raises(ValueError, match="RHYTHM_TRAIN_PROCESSES='two': expected the number of GPUs"):
+        training_op_tags({"RHYTHM_EXECUTOR": "k8s", "RHYTHM_TRAIN_PROCESSES": "two"})
+    with pytest.raises(ValueError, match="RHYTHM_TRAIN_PROCESSES: .* at least 1, got 0"):
+        k8s_gpu_tags(0)
+    with pytest.raises(dg.DagsterInvalidConfigError):
+        get_user_defined_k8s_config({"dagster-k8s/config": '{"container_confg": {}}'})
+
+
+def test_the_training_assets_carry_the_gpu_tags_on_k8s_only():
+    show = ("import json; from rhythm_pipeline.defs.assets.training import sft_checkpoint, grpo_checkpoint; "
+            "print(json.dumps([a.op.tags.get('dagster-k8s/config') for a in (sft_checkpoint, grpo_checkpoint)]))")
+
+    def tags(**env) -> list:
+        base = {k: v for k, v in os.environ.items() if k not in ("RHYTHM_EXECUTOR", "RHYTHM_TRAIN_PROCESSES")}
+        out = subprocess.run([sys.executable, "-c", show], env={**base, **env}, capture_output=True, text=True, check=True)
+        return json.loads(out.stdout.splitlines()[-1])
+
+    assert tags() == [None, None]  # the demo's steps: no tag
+    on_k8s = [json.loads(tag) for tag in tags(RHYTHM_EXECUTOR="k8s", RHYTHM_TRAIN_PROCESSES="2")]
+    assert [t["container_config"]["resources"]["limits"] for t in on_k8s] == [{"nvidia.com/gpu": "2"}] * 2

@@ -198,12 +198,14 @@ class FakeHub:
             assert Path(wheel).is_file() and Path(wheel).suffix == ".whl"
             installed.append(Path(wheel).name)
 
-        def stream(cmd):  # the entry point in-process; a crash reads like a subprocess's traceback + exit 1
-            assert cmd[:3] == [sys.executable, "-m", "rhythm_core.training.entry"]
-            self.job_side["entry_argv"] = cmd[3:]
+        def stream(cmd):  # the entry point in-process (once, whatever its launcher); a crash reads like a
+            # subprocess's traceback + exit 1
+            at = cmd.index("rhythm_core.training.entry")
+            assert cmd[0] == sys.executable and cmd[at - 1] == "-m"
+            self.job_side["launcher"], self.job_side["entry_argv"] = cmd[1:at - 1], cmd[at + 1:]
             print("+ " + " ".join(cmd))
             try:
-                return entry.main(cmd[3:])
+                return entry.main(cmd[at + 1:])
             except Exception:
                 traceback.print_exc(file=sys.stdout)
                 return 1
@@ -435,6 +437,26 @@ def test_grpo_ships_the_init_checkpoint_and_namespace_defaults_to_the_user(make_
     assert Path(argv[argv.index("--init") + 1]).name == "init"
     assert job["hub_repo_id"] == "alice/rhythm-grpo" and job["result"]["init_files"] == ["adapter_model.safetensors"]
     assert job["run_key"].startswith("grpo-")
+
+
+def test_training_on_a_two_gpu_flavor_runs_the_entry_under_torchrun_on_two_processes(make_hub, inputs):
+    hub = make_hub()
+    job, logged = _run(hub, inputs, spec=HFJobSpec(namespace="rhythm-org", flavor="a10g-largex2"))
+    sub = hub.called("run_uv_job")[0]
+    assert sub["flavor"] == "a10g-largex2" and "--processes=2" in sub["script_args"]
+    assert hub.job_side["launcher"] == ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
+    assert "'processes': 2" in hub.script_text  # the script's own defaults say it too
+    assert (job["gpus"], job["processes"]) == (2, 2) and job["cost"]["usd_per_hour"] == 3.00
+    assert any("a10g-largex2 at $3.00/h" in line and "2 GPU(s), 2 process(es)" in line for line in logged)
+
+
+def test_one_gpu_flavors_and_play_run_the_entry_on_one_plain_process(make_hub, inputs):
+    hub = make_hub()
+    job, _ = _run(hub, inputs)  # a10g-small
+    assert hub.job_side["launcher"] == [] and "--processes=1" in hub.called("run_uv_job")[0]["script_args"]
+    assert (job["gpus"], job["processes"]) == (1, 1)
+    ns = _script_namespace()
+    assert ns["entry_command"]("rhythm_core.evaluation.entry", 1) == [sys.executable, "-m", "rhythm_core.evaluation.entry"]
 
 
 def test_failed_job_raises_with_id_message_and_log_tail(make_hub, inputs):

@@ -79,7 +79,7 @@ def job(server, dataset, wheel, lines: list, config=SFT, **spec) -> dict:
     # run_job is what ComputeResource's hf_jobs backend calls to train; here with a prebuilt wheel
     return run_job("sft", config, dataset_dir=dataset, provenance=None,
                    api=HfApi(endpoint=server.url, token=server.token),
-                   spec=HFJobSpec(flavor="cpu-basic", **spec), project_root=REPO, token=server.token,
+                   spec=HFJobSpec(**{"flavor": "cpu-basic", **spec}), project_root=REPO, token=server.token,
                    log=lines.append, poll_interval=0.2, wheel=wheel)
 
 
@@ -105,6 +105,19 @@ def test_a_cancelled_job_names_itself_and_publishes_nothing(tmp_path, dataset, w
     with serve(cancel_jobs_after_s=2.0) as server:
         error = failed(server, dataset, wheel, tmp_path)
     assert "ended CANCELED" in str(error)
+
+
+def test_a_two_gpu_flavor_runs_the_training_entry_under_torchrun_on_two_processes(tmp_path, dataset, wheel):
+    """On a10g-largex2 the job starts the entry through torchrun with 2 processes. The server runs jobs
+    on this CPU, so a config the entry refuses ends the job as soon as both ranks have started."""
+    with serve() as server:
+        error = failed(server, dataset, wheel, tmp_path, config={**SFT, "no_such_field": 1}, flavor="a10g-largex2")
+        submitted = server.jobs[error.job_id]
+    assert submitted.flavor == "a10g-largex2" and "--processes=2" in submitted.command
+    log = [line.text for line in submitted.log]
+    assert any(" -m torch.distributed.run --standalone --nproc-per-node=2 -m rhythm_core.training.entry " in line
+               for line in log), log[-20:]
+    assert {"rank      : 0 (local_rank: 0)", "rank      : 1 (local_rank: 1)"} <= {line.strip() for line in log}
 
 
 def test_a_job_that_hits_its_timeout_says_so(tmp_path, dataset, wheel):

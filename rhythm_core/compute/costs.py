@@ -28,6 +28,17 @@ FLAVOR_USD_PER_HOUR = {
     "h200": 5.00, "h200x2": 10.00, "h200x4": 20.00, "h200x8": 40.00,
 }
 PRICE_SOURCE = "huggingface.co/docs/hub/jobs-pricing (read 2026-11-26)"
+# GPUs of each flavor (same source; `hf jobs hardware` lists them as the accelerator's quantity): a
+# training job runs one process per GPU (hf_job_script.entry_command).
+FLAVOR_GPUS = {
+    "cpu-basic": 0, "cpu-upgrade": 0,
+    "t4-small": 1, "t4-medium": 1,
+    "l4x1": 1, "l4x4": 4,
+    "l40sx1": 1, "l40sx4": 4, "l40sx8": 8,
+    "a10g-small": 1, "a10g-large": 1, "a10g-largex2": 2, "a10g-largex4": 4,
+    "a100-large": 1, "a100x4": 4, "a100x8": 8,
+    "h200": 1, "h200x2": 2, "h200x4": 4, "h200x8": 8,
+}
 
 # A stage's timeout: a fixed allowance for the job to start, install the wheel and load the model,
 # plus a generous time per unit of work (an SFT or GRPO step, a week played by one student), times a
@@ -73,20 +84,39 @@ def default_timeout_s(stage: str, config: dict) -> int:
     return int(math.ceil(seconds / 300) * 300)
 
 
+def _hub_hardware(flavor: str, api, token: str | None):
+    """The Hub's own entry for `flavor` (HfApi.list_jobs_hardware), or None (no `api`, no answer, not listed)."""
+    if api is None:
+        return None
+    try:
+        return next((hardware for hardware in api.list_jobs_hardware(token=token) if hardware.name == flavor), None)
+    except Exception:  # noqa: BLE001 - an endpoint without the hardware list: the tables here
+        return None
+
+
 def flavor_price(flavor: str, api=None, token: str | None = None) -> tuple[float, str]:
     """(USD per hour, where that price came from): the Hub's own list when `api` answers, else the table."""
-    if api is not None:
-        try:
-            for hardware in api.list_jobs_hardware(token=token):
-                if hardware.name == flavor and hardware.unit_cost_usd is not None:
-                    per_unit = float(hardware.unit_cost_usd)
-                    per_hour = per_unit * {"minute": 60, "hour": 1, "second": 3600}.get(hardware.unit_label, 60)
-                    return round(per_hour, 6), "HfApi.list_jobs_hardware"
-        except Exception:  # noqa: BLE001 - an endpoint without the price list: the table below
-            pass
+    hardware = _hub_hardware(flavor, api, token)
+    if hardware is not None and hardware.unit_cost_usd is not None:
+        per_unit = float(hardware.unit_cost_usd)
+        per_hour = per_unit * {"minute": 60, "hour": 1, "second": 3600}.get(hardware.unit_label, 60)
+        return round(per_hour, 6), "HfApi.list_jobs_hardware"
     if flavor not in FLAVOR_USD_PER_HOUR:
         raise ValueError(f"unknown Hugging Face Jobs flavor {flavor!r}; known: {', '.join(FLAVOR_USD_PER_HOUR)}")
     return FLAVOR_USD_PER_HOUR[flavor], PRICE_SOURCE
+
+
+def flavor_gpus(flavor: str, api=None, token: str | None = None) -> int:
+    """How many GPUs `flavor` has (0 for a CPU flavor): the Hub's own list when `api` answers, else FLAVOR_GPUS."""
+    hardware = _hub_hardware(flavor, api, token)
+    accelerator = getattr(hardware, "accelerator", None)
+    if hardware is not None:
+        quantity = str(getattr(accelerator, "quantity", 0) or 0)
+        if quantity.isdigit():
+            return int(quantity)
+    if flavor not in FLAVOR_GPUS:
+        raise ValueError(f"Hugging Face Jobs flavor {flavor!r}: its GPU count is unknown; known: {', '.join(FLAVOR_GPUS)}")
+    return FLAVOR_GPUS[flavor]
 
 
 @dataclass

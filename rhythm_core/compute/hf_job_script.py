@@ -10,8 +10,8 @@
 `hf_jobs.render_job_script` ships this file's source with the run's values written in as DEFAULTS
 (the job's arguments carry the same values). In the job it downloads runs/<run_key>/ from the
 staging dataset repo at a pinned revision, checks and installs the shipped rhythm wheel, runs
-`python -m rhythm_core.training.entry` (sft, grpo) or `python -m rhythm_core.evaluation.entry`
-(play), uploads its output directory to the result model repo and
+`python -m rhythm_core.training.entry` (sft, grpo; under torchrun, one process per GPU, on a
+multi-GPU flavor) or `python -m rhythm_core.evaluation.entry` (play), uploads its output directory to the result model repo and
 prints `RHYTHM_JOB_RESULT {json}` last. HF_TOKEN comes from the job's secrets and is never printed.
 
 It runs before the wheel is installed, with only huggingface_hub: it imports nothing from rhythm_core.
@@ -49,6 +49,8 @@ def parse_args(argv=None):
     parser.add_argument("--result-repo", default=DEFAULTS.get("result_repo"))
     parser.add_argument("--init", action=argparse.BooleanOptionalAction, default=DEFAULTS.get("init"))
     parser.add_argument("--provenance", action=argparse.BooleanOptionalAction, default=DEFAULTS.get("provenance"))
+    parser.add_argument("--processes", type=int, default=DEFAULTS.get("processes", 1),
+                        help="processes that run the entry point, one per GPU (more than 1: under torchrun)")
     parser.add_argument("--workdir", default=None, help="default: a new temporary directory")
     return parser.parse_args(argv)
 
@@ -82,6 +84,16 @@ def stream(cmd: list[str]) -> int:
         return proc.wait()
 
 
+def entry_command(entry: str, processes: int) -> list[str]:
+    """`python -m entry` on one process; on more, under torchrun on this one node (standalone
+    rendezvous), as rhythm_core.compute.launch starts it locally (not importable here before the
+    wheel is installed)."""
+    if processes <= 1:
+        return [sys.executable, "-m", entry]
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}",
+            "-m", entry]
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     token = os.environ.get("HF_TOKEN")
@@ -105,7 +117,7 @@ def main(argv=None) -> int:
 
     out = work / "out"
     entry = ENTRY_MODULES[args.stage]
-    cmd = [sys.executable, "-m", entry, "--config", str(inputs / "config.json"), "--out", str(out)]
+    cmd = [*entry_command(entry, args.processes), "--config", str(inputs / "config.json"), "--out", str(out)]
     if args.stage == "play":  # the students' model folders are the staged init/
         cmd += ["--checkpoints", str(inputs / "init")]
     else:

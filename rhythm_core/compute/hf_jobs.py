@@ -41,7 +41,7 @@ from pathlib import Path
 
 from ..store import LOG_PREFIX, rebase_paths, sha256_dir, sha256_file, write_result
 from . import hf_job_script
-from .costs import billed, default_timeout_s, job_budget, parse_timeout
+from .costs import billed, default_timeout_s, flavor_gpus, job_budget, parse_timeout
 from .hf_job_script import JOB_RESULT_PREFIX
 
 STAGES = ("sft", "grpo", "play")
@@ -141,12 +141,12 @@ def build_wheel(project_root, dest=None) -> Path:
 
 
 def render_job_script(*, stage: str, run_key: str, staging_repo: str, input_revision: str, wheel: str,
-                      code_version: str, result_repo: str, init: bool, provenance: bool) -> str:
+                      code_version: str, result_repo: str, init: bool, provenance: bool, processes: int = 1) -> str:
     """The uv script a job runs: the source of `hf_job_script` with the values written in as its
     DEFAULTS (the job also gets them as args)."""
     defaults = {"stage": stage, "run_key": run_key, "staging_repo": staging_repo, "input_revision": input_revision,
                 "wheel": wheel, "code_version": code_version, "result_repo": result_repo, "init": bool(init),
-                "provenance": bool(provenance)}
+                "provenance": bool(provenance), "processes": int(processes)}
     source = Path(hf_job_script.__file__).read_text(encoding="utf-8")
     if source.count(_DEFAULTS_LINE) != 1:
         raise RuntimeError(f"{hf_job_script.__file__} must hold the line {_DEFAULTS_LINE.strip()!r} exactly once")
@@ -154,12 +154,12 @@ def render_job_script(*, stage: str, run_key: str, staging_repo: str, input_revi
 
 
 def _script_args(*, stage, run_key, staging_repo, input_revision, wheel, code_version, result_repo, init,
-                 provenance) -> list[str]:
+                 provenance, processes=1) -> list[str]:
     # `--name=value` forms: run_uv_job uploads any argument that names a local file, and no value here should.
     return [f"--stage={stage}", f"--run-key={run_key}", f"--staging-repo={staging_repo}",
             f"--input-revision={input_revision}", f"--wheel={wheel}", f"--code-version={code_version}",
             f"--result-repo={result_repo}", "--init" if init else "--no-init",
-            "--provenance" if provenance else "--no-provenance"]
+            "--provenance" if provenance else "--no-provenance", f"--processes={processes}"]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -244,7 +244,9 @@ def run_job(stage: str, config: dict, *, dataset_dir=None, init_dir=None, proven
     # What the job may cost, before anything is uploaded: a refused job costs nothing.
     timeout_s = parse_timeout(spec.timeout) if spec.timeout else default_timeout_s(stage, config)
     budget = job_budget(spec.flavor, timeout_s, max_usd=spec.max_usd, api=api, token=token)
-    log(f"[hf-jobs] {stage} job may cost {budget.describe()}")
+    gpus = flavor_gpus(spec.flavor, api, token)
+    processes = max(1, gpus) if stage != "play" else 1  # training: one process per GPU; play: one process
+    log(f"[hf-jobs] {stage} job may cost {budget.describe()}; {gpus} GPU(s), {processes} process(es)")
     namespace = spec.namespace or api.whoami(token=token)["name"]
     staging_repo_id = _repo_id(namespace, spec.staging_repo)
     result_repo_id = _repo_id(namespace, f"{spec.result_repo_prefix}-{stage}")
@@ -283,7 +285,8 @@ def run_job(stage: str, config: dict, *, dataset_dir=None, init_dir=None, proven
         # 2-3. The job script, submitted as a uv job with the token as its only secret.
         values = {"stage": stage, "run_key": run_key, "staging_repo": staging_repo_id,
                   "input_revision": input_revision, "wheel": wheel.name, "code_version": code_version,
-                  "result_repo": result_repo_id, "init": init_dir is not None, "provenance": provenance is not None}
+                  "result_repo": result_repo_id, "init": init_dir is not None, "provenance": provenance is not None,
+                  "processes": processes}
         script = tmp / "job" / f"rhythm_{stage}_job.py"
         script.parent.mkdir()
         script.write_text(render_job_script(**values))
@@ -393,10 +396,11 @@ def run_job(stage: str, config: dict, *, dataset_dir=None, init_dir=None, proven
             "input_revision": input_revision, "staging_repo_id": staging_repo_id, "run_key": run_key,
             "hub_repo_id": job_result["repo_id"], "hub_revision": job_result["revision"],
             "remote_out_dir": job_result.get("out_dir"), "result": job_result.get("result"), "flavor": flavor,
-            "cost": cost}
+            "gpus": gpus, "processes": processes, "cost": cost}
 
 
-JOB_SUMMARY_KEYS = ("job_id", "job_url", "status", "code_version", "hub_repo_id", "hub_revision", "flavor", "cost")
+JOB_SUMMARY_KEYS = ("job_id", "job_url", "status", "code_version", "hub_repo_id", "hub_revision", "flavor", "gpus",
+                    "processes", "cost")
 
 
 def fetch_training_result(job: dict, out_dir, *, download: Callable[..., str]) -> dict:

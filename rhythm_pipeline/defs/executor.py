@@ -18,6 +18,7 @@ executor that gives each step its own container (Kubernetes, Docker) each gets i
 
 from __future__ import annotations
 
+import json
 import os
 
 import dagster as dg
@@ -99,6 +100,34 @@ def chosen_executor(name: str | None = None) -> dg.ExecutorDefinition:
                               f"release paired with this dagster): {exc}") from None
         return k8s_job_executor
     raise ValueError(f"{EXECUTOR_VAR}={name!r}: unknown executor; allowed: multiprocess, k8s")
+
+
+TRAIN_PROCESSES_VAR = "RHYTHM_TRAIN_PROCESSES"  # a training step's processes: one per GPU of its pod
+K8S_CONFIG_TAG = "dagster-k8s/config"  # dagster_k8s.job.USER_DEFINED_K8S_CONFIG_KEY
+
+
+def k8s_gpu_tags(processes: int) -> dict[str, str]:
+    """Op tags that give a training step's pod `processes` GPUs (its container's `nvidia.com/gpu`
+    limit) and tell the launcher in it how many processes to start (TRAIN_PROCESSES_VAR). The
+    k8s_job_executor merges them over step_k8s_config, under per_step_k8s_config."""
+    if not isinstance(processes, int) or processes < 1:
+        raise ValueError(f"{TRAIN_PROCESSES_VAR}: a training step's processes must be a whole number of at least 1, "
+                         f"got {processes!r}")
+    container = {"resources": {"limits": {"nvidia.com/gpu": str(processes)}},
+                 "env": [{"name": TRAIN_PROCESSES_VAR, "value": str(processes)}]}
+    return {K8S_CONFIG_TAG: json.dumps({"container_config": container}, sort_keys=True)}
+
+
+def training_op_tags(environ=None) -> dict[str, str]:
+    """The training assets' op tags: under RHYTHM_EXECUTOR=k8s, `k8s_gpu_tags` for RHYTHM_TRAIN_PROCESSES
+    (default 1); under any other executor none."""
+    environ = os.environ if environ is None else environ
+    if environ.get(EXECUTOR_VAR) != "k8s":
+        return {}
+    value = environ.get(TRAIN_PROCESSES_VAR, "1").strip()
+    if not value.isdigit():
+        raise ValueError(f"{TRAIN_PROCESSES_VAR}={value!r}: expected the number of GPUs (processes) of a training step")
+    return k8s_gpu_tags(int(value))
 
 
 @dg.definitions

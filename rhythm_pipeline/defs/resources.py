@@ -171,6 +171,10 @@ class ComputeResource(dg.ConfigurableResource):
     hf_token: str | None = None
     hf_image: str | None = None
     hf_endpoint: str | None = None  # the Hub's URL (default: huggingface.co, or HF_ENDPOINT)
+    # Local backend: processes that play one condition's evaluation seeds side by side, each a run of the
+    # seeds (one GPU each on CUDA; threads shared out on the CPU), merged into one worker's files
+    # (rhythm_core.evaluation.shards). 1: one process, as before. A Hugging Face job plays on one.
+    play_workers: int = 1
 
     def train(self, context, *, stage: str, config: dict, dataset_dir: str, out_dir: str,
               init_dir: str | None = None, provenance: dict | None = None, env: dict | None = None) -> None:
@@ -228,16 +232,48 @@ class ComputeResource(dg.ConfigurableResource):
         from rhythm_core.compute.threads import thread_env
         from rhythm_core.processes import child_env
 
+        if self.play_workers < 1:
+            raise ValueError(f"ComputeResource.play_workers must be at least 1, got {self.play_workers}")
+        if self.play_workers > 1:
+            return self._play_sharded(context, config, checkpoints, out_dir, threads)
         extras = {"config": config, "checkpoints": checkpoints, "out": out_dir, "threads": threads}
         invocation = dg.PipesSubprocessClient(env={**thread_env(threads), **child_env()}).run(
             context=context, command=[sys.executable, "-m", "rhythm_pipeline.play_entry"], extras=extras)
-        messages = invocation.get_custom_messages()
-        if not messages or "files" not in messages[-1]:
-            raise dg.Failure(f"the evaluation subprocess for {config['condition']} reported no files")
-        return {"files": messages[-1]["files"], "hf_job": None}
+        return {"files": _played_files(invocation.get_custom_messages(),
+                                       f"the evaluation subprocess for {config['condition']}"), "hf_job": None}
+
+    def _play_sharded(self, context, config, checkpoints, out_dir, threads) -> dict:
+        """The condition's seeds split over play_workers subprocesses, their files merged into `out_dir`."""
+        import sys
+        import tempfile
+
+        from rhythm_core.evaluation.shards import merge_played, shard_configs, visible_gpus, worker_resources
+        from rhythm_core.processes import child_env
+        from rhythm_pipeline.defs.pipes_workers import PipesWorker, run_pipes_workers
+
+        shards = shard_configs(config, self.play_workers)
+        resources = worker_resources(len(shards), threads, visible_gpus())
+        with tempfile.TemporaryDirectory(prefix=f"rhythm-play-{config['condition']}-") as tmp:
+            folders = [str(Path(tmp) / f"worker-{index}") for index in range(len(shards))]
+            workers = []
+            for index, (shard, resource, folder) in enumerate(zip(shards, resources, folders)):
+                name = f"play worker {index + 1}/{len(shards)} ({config['condition']} seeds {shard['seeds']})"
+                workers.append(PipesWorker(name, env={**resource["env"], **child_env()}, extras={
+                    "config": shard, "checkpoints": checkpoints, "out": folder, "threads": resource["threads"],
+                    "worker": name}))
+            context.log.info(f"playing {config['condition']} on {len(workers)} workers: "
+                             + "; ".join(f"{w.name}, {w.extras['threads']} thread(s)" for w in workers))
+            messages = run_pipes_workers(context, [sys.executable, "-m", "rhythm_pipeline.play_entry"], workers)
+            played = [_played_files(m, worker.name) for m, worker in zip(messages, workers)]
+            files = merge_played(folders, played, out_dir)
+        return {"files": files, "hf_job": None}
 
     def _play_hf_jobs(self, context, config, checkpoints, out_dir, threads) -> dict:
         from functools import partial
+
+        if self.play_workers != 1:
+            context.log.warning(f"play_workers={self.play_workers} applies to the local backend: the Hugging Face "
+                                "job plays every seed of the condition in one process")
 
         from huggingface_hub import snapshot_download
 
@@ -272,6 +308,13 @@ class ComputeResource(dg.ConfigurableResource):
         job = self._hf_job(context, stage, config, dataset_dir=dataset_dir, init_dir=init_dir, provenance=provenance)
         # The lineage keeps a local copy; the Hub repo and revision stay in the metadata.
         fetch_training_result(job, out_dir, download=partial(snapshot_download, token=self.hf_token, endpoint=self.hf_endpoint))
+
+
+def _played_files(messages, who: str) -> dict:
+    """The files a play subprocess reported as its last custom message (a Failure naming `who` if none)."""
+    if not messages or "files" not in messages[-1]:
+        raise dg.Failure(f"{who} reported no files")
+    return messages[-1]["files"]
 
 
 def _secret(name: str):

@@ -7,6 +7,7 @@ from rhythm_core.compute.costs import cost_figures
 from rhythm_core.training.grpo import GRPORunConfig
 from rhythm_core.training.publish import push_checkpoint, train_and_publish
 from rhythm_core.training.sft import SFTRunConfig
+from rhythm_pipeline.defs.executor import training_op_tags
 from rhythm_pipeline.defs.launchpad import launchpad_config, run_config_of
 from rhythm_pipeline.defs.resources import ArtifactStoreResource, ComputeResource, HubResource
 from rhythm_pipeline.defs.tracking import TrackingResource
@@ -57,7 +58,8 @@ def _compute_metadata(result: dict, compute: ComputeResource) -> dict:
     if not job:
         return {"compute": compute.backend}
     return {"compute": compute.backend, "hf_job_id": job["job_id"], "hf_job_url": job.get("job_url") or "",
-            "hub_repo_id": job["hub_repo_id"], "hub_revision": job["hub_revision"], **job_cost_metadata(job)}
+            "hub_repo_id": job["hub_repo_id"], "hub_revision": job["hub_revision"], **job_cost_metadata(job),
+            **({"hf_job_gpus": job["gpus"], "hf_job_processes": job["processes"]} if "gpus" in job else {})}
 
 
 def _speedup_metadata(result: dict) -> dict:
@@ -67,6 +69,7 @@ def _speedup_metadata(result: dict) -> dict:
 
 @dg.asset(
     group_name="training",
+    op_tags=training_op_tags(),  # under RHYTHM_EXECUTOR=k8s: the pod's GPUs (deploy/README.md)
     code_version=code_version("sft", "rhythm_core.training.sft", train_and_publish, config=SftCheckpointConfig),
     kinds={"pytorch", "huggingface"},
     description=(
@@ -123,6 +126,7 @@ def _validation_metadata(validation: dict | None) -> dict:
 
 @dg.asset(
     group_name="training",
+    op_tags=training_op_tags(),  # under RHYTHM_EXECUTOR=k8s: the pod's GPUs (deploy/README.md)
     code_version=code_version("grpo", "rhythm_core.training.grpo", train_and_publish, config=GrpoCheckpointConfig),
     kinds={"pytorch", "huggingface"},
     description=(
