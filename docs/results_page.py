@@ -262,6 +262,25 @@ def fig_grpo_week() -> str:
     return "\n".join(lines)
 
 
+def fig_data_parallel() -> str:
+    f = _need("data_parallel")["figures"]
+    return (f"{f['steps']} SFT steps of the tiny student at a global batch of {f['global_batch']}: 2 processes "
+            f"{f['ratio_2_over_1']:.2f}× the seconds per step of 1 on this {_need('data_parallel')['machine']['cores']}-core "
+            f"CPU, per-step losses within {f['max_relative_loss_difference']:.0e} relative, the final weights within "
+            f"{f['max_abs_weight_difference']:.0e} (`data_parallel.json`)")
+
+
+def fig_eight_gpus() -> str:
+    e = _need("data_parallel")["figures"]["eight_gpus"]
+    return (f"LoRA r = 16 on the 3B student trains {e['trainable_parameters'] / 1e6:.1f} M parameters, "
+            f"{e['gradient_mb']:.1f} MB of fp32 gradients a step; a ring all-reduce over 8 GPUs moves 7/4 of that per "
+            f"GPU, {e['allreduce_ms']['NVLink']:.2f} ms on NVLink, {e['allreduce_ms']['PCIe Gen4']:.1f} ms on PCIe Gen4. "
+            f"The published step (8 conversations, {e['one_gpu_step_s']} s on one H200, transcribed) leaves each of 8 GPUs "
+            f"{e['conversations_per_gpu']} conversation, which alone takes {e['eight_gpu_step_s'][0]}-{e['eight_gpu_step_s'][1]} s: "
+            f"about {e['speedup'][0]}-{e['speedup'][1]}× one GPU, not 8×, because one conversation at a time "
+            f"leaves a GPU waiting on the host (`data_parallel.json`, arithmetic, not measured)")
+
+
 FIGURES = {
     "demo_log": fig_demo_log,
     "readme_windows": fig_readme_windows,
@@ -275,6 +294,8 @@ FIGURES = {
     "sft_step": fig_sft_step,
     "seed_spread": fig_seed_spread,
     "grpo_week": fig_grpo_week,
+    "data_parallel": fig_data_parallel,
+    "eight_gpus": fig_eight_gpus,
 }
 
 

@@ -124,10 +124,16 @@ def training_op_tags(environ=None) -> dict[str, str]:
     environ = os.environ if environ is None else environ
     if environ.get(EXECUTOR_VAR) != "k8s":
         return {}
-    value = environ.get(TRAIN_PROCESSES_VAR, "1").strip()
-    if not value.isdigit():
+    return k8s_gpu_tags(train_processes(environ))
+
+
+def train_processes(environ=None) -> int:
+    """RHYTHM_TRAIN_PROCESSES (default 1): the training processes ComputeResource starts by default,
+    and under k8s the GPUs a training step's pod asks for."""
+    value = (os.environ if environ is None else environ).get(TRAIN_PROCESSES_VAR, "1").strip()
+    if not value.isdigit() or int(value) < 1:
         raise ValueError(f"{TRAIN_PROCESSES_VAR}={value!r}: expected the number of GPUs (processes) of a training step")
-    return k8s_gpu_tags(int(value))
+    return int(value)
 
 
 @dg.definitions

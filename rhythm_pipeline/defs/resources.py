@@ -15,6 +15,7 @@ import dagster as dg
 
 from rhythm_core.store import ARTIFACTS_VAR, CACHE_VAR, open_store, split_url
 from rhythm_core.teacher.settings import TeacherSettings
+from rhythm_pipeline.defs.executor import train_processes
 from rhythm_pipeline.defs.launchpad import launchpad_config
 
 _TEACHER = TeacherSettings()
@@ -342,7 +343,7 @@ def resources() -> dg.Definitions:
             "hub": HubResource(token=_secret("HF_TOKEN"), namespace=os.environ.get("RHYTHM_HUB_NAMESPACE") or None),
             "compute": ComputeResource.configure_at_launch(
                 backend=os.environ.get("RHYTHM_COMPUTE", "local"), hf_token=_secret("HF_TOKEN"),
-                hf_namespace=os.environ.get("RHYTHM_HUB_NAMESPACE") or None,
+                hf_namespace=os.environ.get("RHYTHM_HUB_NAMESPACE") or None, processes=train_processes(),
             ),
         }
     )
