@@ -68,16 +68,19 @@ def test_sigterm_interrupts_a_process_whose_sigint_is_ignored_too(sigint):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("stage", ["teacher", "sft"])
+@pytest.mark.parametrize("stage", ["teacher", "sft", "sft on 2 processes"])
 def test_sigterm_to_rhythm_distill_stops_every_process_and_leaves_no_staging(tmp_path, stage):
     tag, out = uuid.uuid4().hex, tmp_path / "run"
-    process = subprocess.Popen([sys.executable, "-m", "rhythm_core.cli", "distill", "--preset", "demo", "--out", str(out)],
-                               cwd=REPO, env={**os.environ, TAG: tag}, stdout=subprocess.DEVNULL,
+    processes = ["--processes", "2"] if "2 processes" in stage else []
+    process = subprocess.Popen([sys.executable, "-m", "rhythm_core.cli", "distill", "--preset", "demo", "--out", str(out),
+                                *processes], cwd=REPO, env={**os.environ, TAG: tag}, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, text=True)
     if stage == "teacher":  # the Bayesian teacher plays in forked workers
         _wait_for(lambda: len(_tagged(tag)) > 1, 120, "the teacher's workers")
-    else:  # SFT trains in the command's own process, into a staging folder
+    else:  # SFT trains in the command's own process (or its ranks under torchrun), into a staging folder
         _wait_for(lambda: list((out / "sft_checkpoint").glob(".staging-*")), 240, "SFT to start")
+        if processes:  # the command, the launcher and its two ranks
+            _wait_for(lambda: len(_tagged(tag)) >= 4, 120, "both ranks")
         time.sleep(3)
     assert _stop_and_check(process, tag, out) == 130
     assert "interrupted; what was finished is kept" in process.stderr.read()
