@@ -78,6 +78,7 @@ def test_fsdp_is_an_option_of_the_launch_that_training_arguments_accept(monkeypa
     assert args.fsdp_plugin_args["reshard_after_forward"] is True
 
 
+@pytest.mark.slow
 def test_sft_on_two_processes_learns_what_one_process_learns(short_dataset, tmp_path):
     one = _train(short_dataset / "sft", tmp_path / "one", 1, SFT)
     assert one.returncode == 0, one.stderr[-3000:]
