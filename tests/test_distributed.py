@@ -51,6 +51,11 @@ def test_the_launch_command_is_the_plain_module_on_one_process_and_torchrun_on_m
                                                              "-m", "m", "--x"]
     with pytest.raises(ValueError, match="processes=0"):
         launch_command("m", [], 0)
+    # the Hugging Face job's script writes the same command out (it cannot import rhythm_core)
+    from rhythm_core.compute.hf_job_script import entry_command
+
+    for processes in (1, 2, 8):
+        assert entry_command("m", processes) == launch_command("m", [], processes)
 
 
 def test_the_training_processes_default_to_rhythm_train_processes():

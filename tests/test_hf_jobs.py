@@ -444,7 +444,7 @@ def test_training_on_a_two_gpu_flavor_runs_the_entry_under_torchrun_on_two_proce
     job, logged = _run(hub, inputs, spec=HFJobSpec(namespace="rhythm-org", flavor="a10g-largex2"))
     sub = hub.called("run_uv_job")[0]
     assert sub["flavor"] == "a10g-largex2" and "--processes=2" in sub["script_args"]
-    assert hub.job_side["launcher"] == ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
+    assert hub.job_side["launcher"] == ["-m", "rhythm_core.compute.launch", "--processes=2"]
     assert "'processes': 2" in hub.script_text  # the script's own defaults say it too
     assert (job["gpus"], job["processes"]) == (2, 2) and job["cost"]["usd_per_hour"] == 3.00
     assert any("a10g-largex2 at $3.00/h" in line and "2 GPU(s), 2 process(es)" in line for line in logged)

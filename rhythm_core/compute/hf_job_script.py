@@ -85,13 +85,12 @@ def stream(cmd: list[str]) -> int:
 
 
 def entry_command(entry: str, processes: int) -> list[str]:
-    """`python -m entry` on one process; on more, under torchrun on this one node (standalone
-    rendezvous), as rhythm_core.compute.launch starts it locally (not importable here before the
-    wheel is installed)."""
+    """`python -m entry` on one process; on more, under torchrun on this node through the installed
+    wheel's launcher (rhythm_core.compute.launch.launch_command: no restarts, a failed rank in one line).
+    Written out here: this script cannot import rhythm_core, it only runs it once the wheel is in."""
     if processes <= 1:
         return [sys.executable, "-m", entry]
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}",
-            "-m", entry]
+    return [sys.executable, "-m", "rhythm_core.compute.launch", f"--processes={processes}", "-m", entry]
 
 
 def main(argv=None) -> int:
