@@ -284,23 +284,17 @@ def fig_grpo_week_decision() -> list[str]:
 
 
 def fig_grpo_week() -> str:
-    """D37: the decision's measurement, then the earlier levers (transcribed) and the lead."""
+    """D37: the decision's measurement, then one line on the earlier levers (transcribed)."""
     record = _need("grpo_week")
     f = record["figures"]
+    ood = [float(lever["v3"][1].split()[0].replace("−", "-")) for lever in f["levers"]]
+    lead = f["long_preset_lead"]
+    earlier = (f"Earlier, at the demo's budget, {len(ood)} variants moved OOD weeks by {min(ood):+.4f} to {max(ood):+.4f} "
+               f"over their SFT start; the lead, {lead['steps']} steps at {lead['learning_rate']} on SFT seed "
+               f"{lead['sft_seed']}, gave {' / '.join(lead['v3_over_sft_start'])} ({_transcribed(record)}; each "
+               "variant in `grpo_week.json`).")
     decision = fig_grpo_week_decision()
-    lines = [*decision, *([""] if decision else []),
-             f"{'Earlier, each' if decision else 'Each'} GRPO student against its SFT start, {f['pairing']} "
-             f"({_transcribed(record)}):"]
-    for lever in f["levers"]:
-        mae = f", belief MAE {' / '.join(lever['belief_mae'])}" if lever.get("belief_mae") else ""
-        lines.append(f"- {lever['lever']}: {' / '.join(lever['v3'])}{mae} ({lever['commit']}).")
-    lead, cost = f["long_preset_lead"], f["stage_s"]
-    lines += ["", f"Cost: {cost['what']}, {cost['week']} s for whole weeks against {cost['step']} s for the step "
-              f"design. The lead: the long preset's budget ({lead['steps']} steps at {lead['learning_rate']}, SFT seed "
-              f"{lead['sft_seed']} only) gave {' / '.join(lead['v3_over_sft_start'])} over its SFT start, gate "
-              f"{lead['gate']}, OOD against the Bayesian teacher {lead['ood_against_bayes']['sft_start']} → "
-              f"{lead['ood_against_bayes']['week_grpo']} ({lead['commit']})."]
-    return "\n".join(lines)
+    return "\n".join([*decision, "", earlier]) if decision else earlier
 
 
 FIGURES = {
