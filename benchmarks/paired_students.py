@@ -2,7 +2,7 @@
 
     python benchmarks/paired_students.py --a NAME=MODEL_DIR,... --b NAME=MODEL_DIR,... [--windows 0,4,5,6,7,8,9]
         [--reference bayes] [--out scores.json] [--a-belief-sum on|off|checkpoint] [--b-belief-sum ...]
-        [--name NAME]
+        [--name NAME] [--played scores.json]
     python benchmarks/paired_students.py --components-of scores.json
 
 `--a` and `--b` list students in pairs (the i-th of each trained alike but for the recipe's change,
@@ -16,7 +16,9 @@ reference agent (`--reference`, the Bayesian teacher by default; '' for none) pe
 with the count of window cells above it, and a third splits each pooled difference into v3's belief
 component and the rest, what the actions earned (`--components-of scores.json` prints only that, from
 a saved run). Per-week figures go to `--out` as JSON; the tables' figures to
-benchmarks/results/paired_<name>.json with `--name`. Prints figures; asserts nothing.
+benchmarks/results/paired_<name>.json with `--name`. `--played` takes an earlier run's `--out` over the
+same windows: the students named there are not played again (`NAME=` without a folder is enough).
+Prints figures; asserts nothing.
 """
 
 from __future__ import annotations
@@ -132,6 +134,8 @@ def main(argv=None) -> None:
                    help="--a's beliefs as the sum of the increments: on, off, or as each checkpoint says")
     p.add_argument("--b-belief-sum", default="checkpoint", choices=list(BELIEF_SUM), help="the same for --b")
     p.add_argument("--name", help="write the tables' figures to benchmarks/results/paired_<name>.json")
+    p.add_argument("--played", type=Path, help="an earlier run's --out over the same windows: its students' "
+                   "figures are reused, not played again")
     p.add_argument("--components-of", type=Path, help="print only the split of every student's difference from "
                    "the reference in a saved --out file, playing nothing")
     args = p.parse_args(argv)
@@ -150,6 +154,7 @@ def main(argv=None) -> None:
     from rhythm_core.evaluation.rollouts import evaluation_window
 
     figures: dict = {}  # condition -> player -> [scores, belief errors] over the windows' weeks
+    played = json.loads(args.played.read_text()) if args.played else {}
     spans: dict = {}  # condition -> [(window, (first, end) index of its weeks)]
     for window in (int(w) for w in args.windows.split(",")):
         for condition, spec in evaluation_window(window).items():
@@ -159,8 +164,12 @@ def main(argv=None) -> None:
             if args.reference:
                 players.append((args.reference, lambda c, s: reference_figures(args.reference, c, s)))
             for name, play in players:
-                scores, errors = play(condition, seeds)
                 pooled = figures.setdefault(condition, {}).setdefault(name, [[], []])
+                if name in played.get(condition, {}):  # the same weeks, in the same order, in the earlier run
+                    done = len(pooled[0])
+                    scores, errors = (np.asarray(x[done:done + len(seeds)], dtype=float) for x in played[condition][name])
+                else:
+                    scores, errors = play(condition, seeds)
                 pooled[0] += scores.tolist()
                 pooled[1] += errors.tolist()
             start = len(figures[condition][a[0][0]][0]) - len(seeds)

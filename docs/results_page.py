@@ -245,21 +245,56 @@ def fig_seed_spread() -> str:
             f"(SFT seeds {', '.join(str(r['seed']) for r in runs)}; `demo.json`)")
 
 
+def _rate(value: float) -> str:
+    return f"{value:.0e}".replace("e-0", "e-")
+
+
+def _pairs_table(record: dict) -> str:
+    """A paired_students.py result file's paired differences b − a: a row per condition, a column per
+    pair and the pairs' mean; v3 ± SE with the belief MAE difference in brackets."""
+    pairs = record["figures"]["pairs"]
+    labels = list(next(iter(pairs.values())))
+    rows = [[condition, by_label[labels[0]]["v3"]["weeks"],
+             *(f"{by_label[label]['v3']['mean']:+.4f} ± {by_label[label]['v3']['se']:.4f} "
+               f"({by_label[label]['belief_mae']['mean']:+.4f})" for label in labels)]
+            for condition, by_label in pairs.items()]
+    return table(["condition", "weeks", *labels], rows)
+
+
+def fig_grpo_week_decision() -> list[str]:
+    """The decision's measurement (D37): whole-week against step-design GRPO on the same SFT starts."""
+    record = load("paired_grpo_week_decision")
+    if record is None:
+        return []
+    training = _need("grpo_week_training")
+    arms = training["figures"]["arms"]
+    checkpoints = training["figures"]["checkpoints"]
+    seconds = {arm: [c["train_s"] for name, c in checkpoints.items() if name.startswith(f"grpo_{arm}_")] for arm in arms}
+    week, step = arms["week"], arms["step"]
+    lines = [f"The decision (`paired_grpo_week_decision.json`): whole-week GRPO ({week['max_steps']} steps at "
+             f"{_rate(week['learning_rate'])}) minus the long preset's GRPO (the step design, {step['max_steps']} steps at "
+             f"{_rate(step['learning_rate'])}) on the same demo SFT student, over evaluation windows "
+             f"{record['figures']['windows']}; v3 difference b − a ± SE (belief MAE difference):", "",
+             _pairs_table(record), "", source(record)]
+    if sft := load("paired_grpo_week_vs_sft"):
+        lines += ["", "Whole-week GRPO against its SFT start, the same weeks:", "", _pairs_table(sft), "", source(sft)]
+    lines += ["", "The GRPO stage's seconds per SFT seed (`grpo_week_training.json`, the shared 2-core machine as it "
+              "was, not idle): " + "; ".join(f"{arm} {', '.join(str(s) for s in seconds[arm])}" for arm in arms) + "."]
+    return lines
+
+
 def fig_grpo_week() -> str:
-    """D37's measurements, transcribed: each lever against its SFT start, the step design, the lead, the cost."""
+    """D37: the decision's measurement, then one line on the earlier levers (transcribed)."""
     record = _need("grpo_week")
     f = record["figures"]
-    lines = [f"Each GRPO student against its SFT start, {f['pairing']} ({_transcribed(record)}):"]
-    for lever in f["levers"]:
-        mae = f", belief MAE {' / '.join(lever['belief_mae'])}" if lever.get("belief_mae") else ""
-        lines.append(f"- {lever['lever']}: {' / '.join(lever['v3'])}{mae} ({lever['commit']}).")
-    lead, cost = f["long_preset_lead"], f["stage_s"]
-    lines += ["", f"Cost: {cost['what']}, {cost['week']} s for whole weeks against {cost['step']} s for the step "
-              f"design. The lead: the long preset's budget ({lead['steps']} steps at {lead['learning_rate']}, SFT seed "
-              f"{lead['sft_seed']} only) gave {' / '.join(lead['v3_over_sft_start'])} over its SFT start, gate "
-              f"{lead['gate']}, OOD against the Bayesian teacher {lead['ood_against_bayes']['sft_start']} → "
-              f"{lead['ood_against_bayes']['week_grpo']} ({lead['commit']})."]
-    return "\n".join(lines)
+    ood = [float(lever["v3"][1].split()[0].replace("−", "-")) for lever in f["levers"]]
+    lead = f["long_preset_lead"]
+    earlier = (f"Earlier, at the demo's budget, {len(ood)} variants moved OOD weeks by {min(ood):+.4f} to {max(ood):+.4f} "
+               f"over their SFT start; the lead, {lead['steps']} steps at {lead['learning_rate']} on SFT seed "
+               f"{lead['sft_seed']}, gave {' / '.join(lead['v3_over_sft_start'])} ({_transcribed(record)}; each "
+               "variant in `grpo_week.json`).")
+    decision = fig_grpo_week_decision()
+    return "\n".join([*decision, "", earlier]) if decision else earlier
 
 
 def fig_data_parallel() -> str:

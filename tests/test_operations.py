@@ -12,8 +12,9 @@ import polars as pl
 import pytest
 
 from rhythm_core.env.conditions import EVAL_SEEDS, TRAINING_SEEDS, parse_seeds
-from rhythm_core.evaluation.results import read_history, write_history
+from rhythm_core.evaluation.results import write_history
 from rhythm_core.evaluation.rollouts import DEFAULT_EVAL_SEEDS, evaluation_window
+from rhythm_core.evaluation.steps import read_store_history
 from rhythm_core.store import LocalStore
 from rhythm_pipeline.definitions import defs
 
@@ -69,18 +70,12 @@ def _results(score: float) -> dict:
                                                                                        "heuristic": metrics}}}}
 
 
-def history_table(root, legacy=None):
-    """The history as `eval_results` reads it: every published row file the store lists, each verified."""
-    store = LocalStore(root)
-    return read_history([store.fetch(url) for url in store.list_versions("eval_results/history")], legacy=legacy)
-
-
 def test_history_accumulates_across_materializations(tmp_path):
     path = tmp_path / "eval_results" / "history"
     write_history(path, _results(0.4), run_id="a", timestamp=1.0, rollouts_version="r1")
     write_history(path, _results(0.5), run_id="b", timestamp=2.0, rollouts_version="r2")
     write_history(path, _results(0.6), run_id="b", timestamp=3.0, rollouts_version="r2")  # re-run of b
-    table = history_table(tmp_path)
+    table = read_store_history(LocalStore(tmp_path))
     assert table.height == 4 and len(list(path.glob("*/rows.parquet"))) == 3
     student = table.filter(pl.col("agent") == "student_grpo")
     assert student["final_score"].to_list() == [0.4, 0.6] and student["run_id"].to_list() == ["a", "b"]

@@ -14,8 +14,9 @@ from pathlib import Path
 import polars as pl
 
 from rhythm_core.evaluation.results import read_history, write_history
-from rhythm_core.store import publish_dir, staging, staging_dir, verify_artifact
-from tests.test_operations import _results, history_table
+from rhythm_core.evaluation.steps import read_store_history
+from rhythm_core.store import LocalStore, publish_dir, staging, staging_dir, verify_artifact
+from tests.test_operations import _results
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -78,7 +79,7 @@ def test_twenty_evaluations_writing_history_at_once_lose_no_row(tmp_path):
              for i in range(20)]
     assert [p.wait(timeout=300) for p in procs] == [0] * 20
     write_history(history, _results(0.9), run_id="run20", timestamp=20.0, rollouts_version="r")
-    table = history_table(tmp_path)
+    table = read_store_history(LocalStore(tmp_path))
     assert table.height == 42 and sorted(set(table["run_id"])) == sorted(f"run{i}" for i in range(21))
     student = table.filter(pl.col("agent") == "student_grpo")
     assert student["final_score"].to_list() == [i / 100 for i in range(20)] + [0.9]
@@ -94,7 +95,7 @@ def test_a_rerun_of_the_same_run_replaces_its_rows_and_an_older_history_file_is_
     write_history(history, _results(0.4), run_id="a", timestamp=1.0, rollouts_version="r1")
     write_history(history, _results(0.5), run_id="b", timestamp=2.0, rollouts_version="r2")
     write_history(history, _results(0.6), run_id="b", timestamp=3.0, rollouts_version="r2")  # b again
-    table = history_table(tmp_path, legacy=history.parent / "history.parquet")
+    table = read_store_history(LocalStore(tmp_path))
     student = table.filter(pl.col("agent") == "student_grpo")
     assert student["run_id"].to_list() == ["old", "a", "b"] and student["final_score"].to_list() == [0.3, 0.4, 0.6]
     folders = sorted(p.parent for p in history.glob("*/.rhythm-files.json"))
@@ -103,7 +104,7 @@ def test_a_rerun_of_the_same_run_replaces_its_rows_and_an_older_history_file_is_
 
 
 def test_a_staging_folder_that_already_holds_its_record_is_no_version(tmp_path):
-    from rhythm_core.store import LocalStore, write_files_manifest
+    from rhythm_core.store import write_files_manifest
 
     history = tmp_path / "eval_results" / "history"
     write_history(history, _results(0.4), run_id="a", timestamp=1.0, rollouts_version="r1")
@@ -114,6 +115,6 @@ def test_a_staging_folder_that_already_holds_its_record_is_no_version(tmp_path):
     staged.mkdir()
     write_files_manifest(staged, "eval_history", published=True)
     write_history(history, _results(0.5), run_id="b", timestamp=2.0, rollouts_version="r2")
-    assert sorted(set(history_table(tmp_path)["run_id"])) == ["a", "b"]
+    assert sorted(set(read_store_history(LocalStore(tmp_path))["run_id"])) == ["a", "b"]
     versions = LocalStore(tmp_path).list_versions("eval_results/history")
     assert len(versions) == 2 and not any("/.staging" in v for v in versions)

@@ -65,6 +65,11 @@ def publish_history(store: ArtifactStore, results: dict, *, run_id: str, timesta
     history_dir = store.cache / HISTORY_DIR
     store.publish(write_history(history_dir, results, run_id=run_id, timestamp=timestamp,
                                 rollouts_version=rollouts_version))
-    table = read_history([store.fetch(url) for url in store.list_versions(HISTORY_DIR)],
-                         legacy=store.cache / LEGACY_HISTORY)
-    return table, store.url_of(history_dir)
+    return read_store_history(store), store.url_of(history_dir)
+
+
+def read_store_history(store: ArtifactStore):
+    """The history of every evaluation as `eval_results` reads it: every row file the store lists,
+    each fetched and verified, plus the older single-file history where there is one."""
+    return read_history([store.fetch(url) for url in store.list_versions(HISTORY_DIR)],
+                        legacy=store.cache / LEGACY_HISTORY)

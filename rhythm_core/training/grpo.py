@@ -57,12 +57,11 @@ from .fused_head import labelled_positions_only, speedups
 from .generation import SamplingConfig
 from .grpo_prompts import build_prompt_dataset
 from .last_layer import last_layer_on_read_positions
-from .models import TINY, answer_token_budget, checkpoint_info, device_name, load_model_and_tokenizer, prompt_variant
+from .models import TINY, checkpoint_info, device_name, load_model_and_tokenizer, prompt_variant
 from .plots import plot_curves
 from .policy import LLMPolicyAgent
 from .sft import StreamLogs, model_card
 from .validation import compare_students, validation_weeks
-from .week_rollouts import WeekRollouts, week_grade, week_openings
 
 
 @dataclass
@@ -89,12 +88,6 @@ class GRPORunConfig:
     student_seeds_start: int = 9000  # training seeds for the student's own episodes
     logging_steps: int = 1
     seed: int = 0
-    # "step": one decision a prompt, the action sampled after the SFT student's own reasoning and belief
-    # (the module docstring); "week": whole weeks sampled by the policy, the week's grade the reward
-    # (week_rollouts.py), `week_seeds` training weeks from `student_seeds_start` on. Neither moved the
-    # demo's student beyond noise, and "week" takes longer (benchmarks/README.md, D37).
-    design: str = "step"
-    week_seeds: int = 16
     # The gate (training/validation.py): after training, the GRPO student and its SFT start play up to
     # this many of the dataset's validation weeks (held-out training seeds) under `grader`; 0 skips it.
     validation_weeks: int = 64
@@ -194,28 +187,6 @@ def make_reward_functions(grader_name: str, student: LLMPolicyAgent):
 
 
 # ---------------------------------------------------------------------------------------------
-DESIGNS = ("step", "week")
-# TRL's bound on a completion's tokens; a whole week is its answers and the environment's turns between.
-WEEK_COMPLETION_BOUND = 16_384
-
-
-def week_design(config: GRPORunConfig, tokenizer, variant: str, prompt_format: str, info: dict):
-    """(prompts, rollout_func) of whole-week GRPO: each training week's opening as a prompt (TRL
-    repeats it `num_generations` times), played to its end by the policy in `WeekRollouts`."""
-    import datasets
-
-    seeds = list(range(config.student_seeds_start, config.student_seeds_start + config.week_seeds))
-    openings = week_openings("continuous", seeds, variant=variant, prompt_format=prompt_format)
-    weeks = {o[-1]["content"]: ("continuous", s) for o, s in zip(openings, seeds)}
-    per_step = max(1, config.completions_per_step // config.num_generations)
-    rows = [openings[i % len(openings)] for i in range(config.max_steps * per_step)]  # TRL reads no further
-    answer_tokens = answer_token_budget(info) or config.max_completion_length
-    rollouts = WeekRollouts(tokenizer, weeks, variant=variant, prompt_format=prompt_format, grader=config.grader,
-                            max_new_tokens=answer_tokens, seed=config.seed,
-                            sum_beliefs=info.get("readout_form") == "linear")  # as the student plays
-    return datasets.Dataset.from_dict({"prompt": rows, "source": ["student"] * len(rows)}), rollouts
-
-
 def policy_and_frozen_start(init_dir, sampling: SamplingConfig):
     """(trainable model, tokenizer, frozen SFT start as an agent) from the SFT checkpoint `init_dir`.
     The frozen start plays the student's states, writes each prompt's reasoning and belief, and
@@ -249,18 +220,9 @@ def run_grpo(config: GRPORunConfig, dataset_dir, init_dir, out_dir, *, on_log: C
     prompt_format = data_format.prompt_format
     is_adapter = (Path(init_dir) / "adapter_config.json").exists()
     tiny_base = info.get("config", {}).get("base_model", TINY) == TINY
-    if config.design not in DESIGNS:
-        raise ValueError(f"unknown GRPO design {config.design!r}; allowed: {', '.join(DESIGNS)}")
-    rollout_func, student = None, None
-    if config.design == "week":
-        model, tokenizer = load_model_and_tokenizer(str(init_dir), for_training=True, full_parameters=not is_adapter)
-        prompts, rollout_func = week_design(config, tokenizer, variant, prompt_format, info)
-        reward_funcs, reward_weights = [week_grade], [1.0]
-    else:
-        greedy = SamplingConfig(max_new_tokens=config.max_completion_length, temperature=0.0)
-        model, tokenizer, student = policy_and_frozen_start(init_dir, greedy)
-        prompts = build_prompt_dataset(dataset_dir, variant, config, student, data_format)  # refuses another format
-        reward_funcs, reward_weights = make_reward_functions(config.grader, student), config.reward_weights
+    greedy = SamplingConfig(max_new_tokens=config.max_completion_length, temperature=0.0)
+    model, tokenizer, student = policy_and_frozen_start(init_dir, greedy)
+    prompts = build_prompt_dataset(dataset_dir, variant, config, student, data_format)  # refuses another format
     cuda = torch.cuda.is_available()
     # The global batch is the config's on any number of processes (distributed.py).
     per_device, accumulation = split_batch(config.per_device_train_batch_size, config.gradient_accumulation_steps,
@@ -268,22 +230,21 @@ def run_grpo(config: GRPORunConfig, dataset_dir, init_dir, out_dir, *, on_log: C
     args = GRPOConfig(
         output_dir=str(out / "trainer"), max_steps=config.max_steps, learning_rate=config.learning_rate,
         per_device_train_batch_size=per_device, gradient_accumulation_steps=accumulation,
-        num_generations=config.num_generations,
-        max_completion_length=WEEK_COMPLETION_BOUND if rollout_func else config.max_completion_length,
-        temperature=config.temperature, beta=config.beta, reward_weights=reward_weights, logging_steps=config.logging_steps, save_strategy="no",
+        num_generations=config.num_generations, max_completion_length=config.max_completion_length,
+        temperature=config.temperature, beta=config.beta, reward_weights=config.reward_weights, logging_steps=config.logging_steps, save_strategy="no",
         report_to=report_to_list(config.report_to), use_cpu=not cuda, bf16=cuda and torch.cuda.is_bf16_supported(),
         seed=config.seed, shuffle_dataset=False,  # build_prompt_dataset ordered the prompts (order_by_step)
         use_vllm=False, disable_tqdm=True,
         activation_checkpointing=not tiny_base and not sharding_args(),  # gradient checkpointing's name since transformers 5
         **sharding_args(),
     )
-    trainer = GRPOTrainer(model=model, reward_funcs=reward_funcs, args=args, train_dataset=prompts,
-                          processing_class=tokenizer, callbacks=[StreamLogs(on_log).callback], rollout_func=rollout_func)
+    trainer = GRPOTrainer(model=model, reward_funcs=make_reward_functions(config.grader, student), args=args,
+                          train_dataset=prompts, processing_class=tokenizer, callbacks=[StreamLogs(on_log).callback])
     attach_tracking(trainer)
     on_log({"step": 0, "total_steps": config.max_steps})  # progress has its end
     # The tiny student's last layer runs at the completion positions only (last_layer.py); real models
     # (adapters, gradient checkpointing) train as they are.
-    fast_head = tiny_base and not is_adapter and rollout_func is None  # a week is nearly all completion
+    fast_head = tiny_base and not is_adapter
     with labelled_positions_only(), (last_layer_on_read_positions(model) if fast_head else nullcontext()):
         trainer.train()
     model_dir = out / "model"
@@ -297,7 +258,7 @@ def run_grpo(config: GRPORunConfig, dataset_dir, init_dir, out_dir, *, on_log: C
     tokenizer.save_pretrained(str(model_dir))
 
     history = [e for e in trainer.state.log_history if "reward" in e]
-    names = [f.__name__ for f in reward_funcs] if rollout_func else list(REWARD_NAMES)
+    names = list(REWARD_NAMES)
     curves = {name: [(e["step"], e[f"rewards/{name}/mean"]) for e in history if f"rewards/{name}/mean" in e]
               for name in names}
     curves["total"] = [(e["step"], e["reward"]) for e in history]
@@ -313,11 +274,10 @@ def run_grpo(config: GRPORunConfig, dataset_dir, init_dir, out_dir, *, on_log: C
     metrics = {
         "device": device_name(), "steps": trainer.state.global_step, "prompts": len(prompts),
         "speedups": speedups(model, tiny_base and not is_adapter),
-        "design": config.design,
         "student_prompts": int(sum(1 for s in prompts["source"] if s == "student")),
         # prompts ending in the student's own reasoning and belief (GRPO samples the action alone);
         # the rest (the student's greedy answer there stated no belief) sample the whole answer
-        "action_only_prompts": int(sum(1 for p in prompts["answer_prefix"] if p)) if rollout_func is None else 0,
+        "action_only_prompts": int(sum(1 for p in prompts["answer_prefix"] if p)),
         "first_reward": curves["total"][0][1] if curves["total"] else None, "final_reward": last("total"),
         **{f"final_{name}": last(name) for name in names},
         "final_kl": kl[-1][1] if kl else None,
