@@ -95,11 +95,13 @@ def main() -> None:
                 print(rows[-1], flush=True)
     per_step = {p: sorted(r["s_per_step"] for r in rows if r["processes"] == p) for p in (1, 2)}
     median = {p: values[len(values) // 2] for p, values in per_step.items()}
-    agree = max(abs(a - b) / abs(a) for a, b in zip(losses[1], losses[2]))
+    gaps = [abs(a - b) / abs(a) for a, b in zip(losses[1], losses[2])]
+    agree = max(gaps)
     weight_gap = max((weights[1][k] - weights[2][k]).abs().max().item() for k in weights[1])
     figures = {"steps": args.steps, "global_batch": 8, "weeks": args.weeks, "rows": rows,
                "ratio_2_over_1": round(median[2] / median[1], 2),
                "max_relative_loss_difference": float(f"{agree:.2g}"),
+               "relative_loss_difference_by_step": [float(f"{g:.2g}") for g in gaps],
                "max_abs_weight_difference": float(f"{weight_gap:.2g}"), "eight_gpus": eight_gpu_arithmetic()}
     print(json.dumps(figures, indent=1))
     write_result("data_parallel", figures,

@@ -298,10 +298,16 @@ def fig_grpo_week() -> str:
 
 
 def fig_data_parallel() -> str:
-    f = _need("data_parallel")["figures"]
-    return (f"{f['steps']} SFT steps of the tiny student at a global batch of {f['global_batch']}: 2 processes "
-            f"{f['ratio_2_over_1']:.2f}× the seconds per step of 1 on this {_need('data_parallel')['machine']['cores']}-core "
-            f"CPU, per-step losses within {f['max_relative_loss_difference']:.0e} relative, the final weights within "
+    record = _need("data_parallel")
+    f = record["figures"]
+    gaps = f["relative_loss_difference_by_step"]
+    parted = next((i for i, gap in enumerate(gaps) if gap > 1e-5), len(gaps))
+    agreement = (f"per-step losses within {max(gaps[:parted]):.0e} relative for the first {parted} steps"
+                 + (f", {gaps[parted]:.1e} at step {parted + 1} (the epoch's last, partial batch) and within "
+                    f"{max(gaps[parted + 1:] or [0]):.0e} after" if parted < len(gaps) else ""))
+    return (f"{f['steps']} SFT steps of the tiny student on {f['weeks']} weeks at a global batch of "
+            f"{f['global_batch']}: 2 processes {f['ratio_2_over_1']:.2f}× the seconds per step of 1 on this "
+            f"{record['machine']['cores']}-core CPU; {agreement}; the final weights within "
             f"{f['max_abs_weight_difference']:.0e} (`data_parallel.json`)")
 
 
