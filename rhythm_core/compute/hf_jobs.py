@@ -429,8 +429,9 @@ def run_play_job(config: dict, checkpoints: dict[str, str], out_dir, *, threads:
         for name, model_dir in checkpoints.items():
             shutil.copytree(model_dir, folders / name, copy_function=link_or_copy)
         # the same torch threads as a local play (greedy decoding is then the same to the bit)
-        job_config = {**config, "players": {name: name for name in checkpoints}, "recorded_as": checkpoints,
-                      "threads": threads}
+        # the records name each student as the caller's config does (the store's name), else by its folder
+        job_config = {**config, "players": {name: name for name in checkpoints},
+                      "recorded_as": {**checkpoints, **(config.get("recorded_as") or {})}, "threads": threads}
         job = run("play", job_config, init_dir=str(folders))
         result = fetch_training_result(job, Path(tmp) / "result", download=download)
         for file, entry in result["files"].items():
