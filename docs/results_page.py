@@ -275,9 +275,11 @@ def fig_grpo_week_decision() -> list[str]:
              f"{_rate(week['learning_rate'])}) minus the long preset's GRPO (the step design, {step['max_steps']} steps at "
              f"{_rate(step['learning_rate'])}) on the same demo SFT student, over evaluation windows "
              f"{record['figures']['windows']}; v3 difference b − a ± SE (belief MAE difference):", "",
-             _pairs_table(record), "", source(record)]
+             _pairs_table(record)]
     if sft := load("paired_grpo_week_vs_sft"):
-        lines += ["", "Whole-week GRPO against its SFT start, the same weeks:", "", _pairs_table(sft), "", source(sft)]
+        means = [f"{condition} {by_label[list(by_label)[-1]]['v3']['mean']:+.4f} ± {by_label[list(by_label)[-1]]['v3']['se']:.4f}"
+                 for condition, by_label in sft["figures"]["pairs"].items()]
+        lines += ["", f"Against its SFT start (`paired_grpo_week_vs_sft.json`), mean of the pairs: {', '.join(means)}."]
     lines += ["", "The GRPO stage's seconds per SFT seed (`grpo_week_training.json`, the shared 2-core machine as it "
               "was, not idle): " + "; ".join(f"{arm} {', '.join(str(s) for s in seconds[arm])}" for arm in arms) + "."]
     return lines
