@@ -75,10 +75,10 @@ def test_several_jobs_costs_add_up_and_a_job_without_one_counts_zero():
 
 
 def test_every_priced_flavor_has_its_gpu_count_and_a_multi_gpu_flavor_is_priced_whole():
-    from rhythm_core.compute.costs import FLAVOR_GPUS, flavor_gpus
+    from rhythm_core.compute.costs import flavor_gpus
 
-    assert set(FLAVOR_GPUS) == set(FLAVOR_USD_PER_HOUR)
-    assert [flavor_gpus(f) for f in ("cpu-basic", "a10g-small", "a10g-largex2", "l4x4", "a100x8", "h200x2")] == [0, 1, 2, 4, 8, 2]
+    assert all(flavor_gpus(f) >= 0 for f in FLAVOR_USD_PER_HOUR)  # every priced flavor has its count
+    assert [flavor_gpus(f) for f in ("cpu-basic", "a10g-small", "a10g-largex2", "l4x4", "a100x8", "h200x2", "l4x1", "a100-large", "h200")] == [0, 1, 2, 4, 8, 2, 1, 1, 1]
     assert job_budget("a10g-largex2", 3600, max_usd=None).max_cost_usd == pytest.approx(3.0)  # both GPUs' hour
     with pytest.raises(ValueError, match="flavor 'a10g-huge': its GPU count is unknown"):
         flavor_gpus("a10g-huge")

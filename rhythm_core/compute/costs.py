@@ -28,17 +28,9 @@ FLAVOR_USD_PER_HOUR = {
     "h200": 5.00, "h200x2": 10.00, "h200x4": 20.00, "h200x8": 40.00,
 }
 PRICE_SOURCE = "huggingface.co/docs/hub/jobs-pricing (read 2026-11-26)"
-# GPUs of each flavor (same source; `hf jobs hardware` lists them as the accelerator's quantity): a
-# training job runs one process per GPU (hf_job_script.entry_command).
-FLAVOR_GPUS = {
-    "cpu-basic": 0, "cpu-upgrade": 0,
-    "t4-small": 1, "t4-medium": 1,
-    "l4x1": 1, "l4x4": 4,
-    "l40sx1": 1, "l40sx4": 4, "l40sx8": 8,
-    "a10g-small": 1, "a10g-large": 1, "a10g-largex2": 2, "a10g-largex4": 4,
-    "a100-large": 1, "a100x4": 4, "a100x8": 8,
-    "h200": 1, "h200x2": 2, "h200x4": 4, "h200x8": 8,
-}
+# A flavor's GPUs are in its name, as the Hub names them: cpu-* none, <gpu>x<N> N, any other one
+# (`hf jobs hardware` lists them as the accelerator's quantity). A training job runs one process per GPU.
+_GPU_COUNT = re.compile(r"x(\d+)$")
 
 # A stage's timeout: a fixed allowance for the job to start, install the wheel and load the model,
 # plus a generous time per unit of work (an SFT or GRPO step, a week played by one student), times a
@@ -107,16 +99,18 @@ def flavor_price(flavor: str, api=None, token: str | None = None) -> tuple[float
 
 
 def flavor_gpus(flavor: str, api=None, token: str | None = None) -> int:
-    """How many GPUs `flavor` has (0 for a CPU flavor): the Hub's own list when `api` answers, else FLAVOR_GPUS."""
+    """How many GPUs `flavor` has (0 for a CPU flavor): the Hub's own list when `api` answers, else its name
+    (a priced flavor)."""
     hardware = _hub_hardware(flavor, api, token)
     accelerator = getattr(hardware, "accelerator", None)
     if hardware is not None:
         quantity = str(getattr(accelerator, "quantity", 0) or 0)
         if quantity.isdigit():
             return int(quantity)
-    if flavor not in FLAVOR_GPUS:
-        raise ValueError(f"Hugging Face Jobs flavor {flavor!r}: its GPU count is unknown; known: {', '.join(FLAVOR_GPUS)}")
-    return FLAVOR_GPUS[flavor]
+    if flavor not in FLAVOR_USD_PER_HOUR:
+        raise ValueError(f"Hugging Face Jobs flavor {flavor!r}: its GPU count is unknown; known: {', '.join(FLAVOR_USD_PER_HOUR)}")
+    count = _GPU_COUNT.search(flavor)
+    return 0 if flavor.startswith("cpu-") else int(count.group(1)) if count else 1
 
 
 @dataclass
