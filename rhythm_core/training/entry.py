@@ -18,15 +18,13 @@ from pathlib import Path
 
 from ..processes import die_with_parent, parent_pid
 from ..store import LOG_PREFIX, write_result
-from .distributed import is_main
+from .distributed import is_main, process_group
 
 
 def run_stage(stage: str, config: dict, dataset: str, out: str, init: str | None = None, on_log=None,
               provenance: dict | None = None) -> dict:
     """One stage on this process, or on this rank of a data-parallel launch (then rank 0's `on_log`
     alone is called, and the other ranks' result is only their rank and steps)."""
-    from .distributed import is_main, process_group
-
     if not is_main():
         on_log = None
     with process_group():
