@@ -65,12 +65,17 @@ example: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
+# Tests run on TEST_WORKERS processes (pytest-xdist; a module's tests stay on one worker, so its
+# fixtures are built once) and print the slowest ones, so the suite's cost stays in sight.
+TEST_WORKERS ?= 2
+PYTEST_RUN = $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadscope --durations=25
+
 test: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(PYTEST_RUN) -m "not slow"
 
 test-slow: $(STAMP)
-	$(BIN)/python -m pytest -q -m slow; rc=$$?; [ $$rc -eq 5 ] && exit 0 || exit $$rc
+	$(PYTEST_RUN) -m slow; rc=$$?; [ $$rc -eq 5 ] && exit 0 || exit $$rc
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/env_throughput.py

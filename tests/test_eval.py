@@ -11,6 +11,8 @@ import pytest
 from rhythm_core.cli import main
 from rhythm_core.env import VectorRhythmEnv
 from rhythm_core.env.conditions import eval_seed_list
+from rhythm_core.env.spec import STEPS_PER_EPISODE
+from rhythm_core.evaluation import rollouts
 from rhythm_core.evaluation.results import compute_results, eval_results_stage, validate_results
 from rhythm_core.evaluation.rollouts import eval_rollouts_stage, play_records
 from rhythm_core.training.generation import SamplingConfig
@@ -146,7 +148,7 @@ def test_a_checkpoints_own_generation_config_does_not_change_the_protocols_decod
         agent.model.generation_config = recommended
 
 
-def test_policy_tokenizes_only_new_messages_with_the_ids_of_whole_conversations(sft_result):
+def test_policy_tokenizes_only_new_messages_with_the_ids_of_whole_conversations(sft_result, monkeypatch):
     """The embedded template renders each message on its own, so the policy extends each episode's
     conversation and token ids turn by turn: at every step they equal the conversation rendered and
     tokenized whole, and the play is the one of a policy that renders everything each step."""
@@ -154,20 +156,29 @@ def test_policy_tokenizes_only_new_messages_with_the_ids_of_whole_conversations(
     from rhythm_core.protocol import render_conversation
     from rhythm_core.training.prompt_tokens import conversation_ids
 
-    sampling = SamplingConfig(max_new_tokens=64, temperature=1.0, seed=5)
+    sampling = SamplingConfig(max_new_tokens=32, temperature=1.0, seed=5)
     # (this student learned the table format; in a conversation its sampled answers are any text at all)
     agent = LLMPolicyAgent.from_checkpoint(sft_result[0]["model_dir"], sampling=sampling, prompt_format="chat_labeled")
     assert agent.tokenize_by_message
-    for _ in play_lockstep(agent, VectorRhythmEnv("ood"), [10000, 10001, 10002]):
-        whole = [render_conversation(h, a[:-1], variant=agent.variant, prompt_format=agent.prompt_format)
-                 for h, a in zip(agent.histories, agent.answers)]
-        assert agent.last_messages == whole
-        assert [row + agent.tokens.generation_prompt for row in agent.tokens.rows] == \
-            conversation_ids(agent.tokenizer, whole)
-    incremental = play_records(agent, "ood", [10000, 10001, 10002], {"id": "student"})
+    checked = []
+
+    def checking(*args):  # every step of the recorded play, checked as it is played
+        for step in play_lockstep(*args):
+            whole = [render_conversation(h, a[:-1], variant=agent.variant, prompt_format=agent.prompt_format)
+                     for h, a in zip(agent.histories, agent.answers)]
+            assert agent.last_messages == whole
+            assert [row + agent.tokens.generation_prompt for row in agent.tokens.rows] == \
+                conversation_ids(agent.tokenizer, whole)
+            checked.append(step.t)
+            yield step
+
+    monkeypatch.setattr(rollouts, "play_lockstep", checking)
+    incremental = play_records(agent, "ood", [10000, 10001], {"id": "student"})
+    assert checked == list(range(STEPS_PER_EPISODE))
+    monkeypatch.undo()
     plain = LLMPolicyAgent.from_checkpoint(sft_result[0]["model_dir"], sampling=sampling, prompt_format="chat_labeled")
     plain.tokenize_by_message = False
-    rendered = play_records(plain, "ood", [10000, 10001, 10002], {"id": "student"})
+    rendered = play_records(plain, "ood", [10000, 10001], {"id": "student"})
     assert plain.tokens is None and incremental == rendered
 
 
@@ -243,11 +254,11 @@ def test_prefix_groups_run_each_conversation_once_not_just_the_system_prompt():
 
 
 def test_policy_reuses_prompt_prefixes_across_steps_with_identical_play(sft_result):
-    sampling = SamplingConfig(max_new_tokens=64)
+    sampling = SamplingConfig(max_new_tokens=32)
     cached = LLMPolicyAgent.from_checkpoint(sft_result[0]["model_dir"], sampling=sampling)
     plain = LLMPolicyAgent.from_checkpoint(sft_result[0]["model_dir"], sampling=sampling, reuse_prompt_cache=False)
-    with_cache = play_records(cached, "ood", [10000, 10001, 10002], {"id": "student"})
-    without = play_records(plain, "ood", [10000, 10001, 10002], {"id": "student"})
+    with_cache = play_records(cached, "ood", [10000, 10001], {"id": "student"})
+    without = play_records(plain, "ood", [10000, 10001], {"id": "student"})
     assert [[s["raw_answer"] for s in r["steps"]] for r in with_cache] == \
         [[s["raw_answer"] for s in r["steps"]] for r in without]
     assert plain.prompt_cache is None

@@ -2,8 +2,8 @@
 cores instead of oversubscribing them, and the evaluation figures reach the metadata as numbers the
 Plots tab can chart.
 
-The slow test at the end runs the whole lineage with the demo settings through `dagster asset
-materialize --select '*'` (the multiprocess executor) on a fresh instance.
+The slow test at the end runs the whole lineage, at the smallest settings that exercise every stage,
+through `dagster asset materialize --select '*'` (the multiprocess executor) on a fresh instance.
 """
 
 from __future__ import annotations
@@ -161,15 +161,25 @@ print(json.dumps({"status": run.status.value, "events": events, "checks": checks
 
 
 @pytest.mark.slow
-def test_the_whole_lineage_succeeds_through_the_multiprocess_executor(tmp_path):
+def test_the_whole_lineage_succeeds_through_the_multiprocess_executor_and_loads_no_model_in_dagster(tmp_path):
+    """"Materialize all" as the CLI runs it (`dagster asset materialize --select '*'`: the multiprocess
+    executor, a process per step) on the smallest lineage that exercises every stage, with the guard
+    on: every step succeeds, so every model (training, GRPO's gate, the students' evaluation) was
+    loaded in a compute subprocess, never in a process that imported Dagster."""
+    import yaml
+
+    from tests.test_pipeline_training import SMALL
+
     home = tmp_path / "home"
     home.mkdir()
     (home / "dagster.yaml").write_text((REPO / "dagster_home" / "dagster.yaml").read_text())
-    env = {**os.environ, "DAGSTER_HOME": str(home)}
-    env.pop("RHYTHM_ARTIFACTS", None)
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(SMALL))
+    env = {**os.environ, "DAGSTER_HOME": str(home), "RHYTHM_ARTIFACTS": str(tmp_path / "artifacts"),
+           "RHYTHM_NO_MODEL_IN_DAGSTER": "1"}
     dagster = Path(sys.executable).parent / "dagster"
-    proc = subprocess.run([str(dagster), "asset", "materialize", "-m", "rhythm_pipeline.definitions", "--select", "*"],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=1800)
+    proc = subprocess.run([str(dagster), "asset", "materialize", "-m", "rhythm_pipeline.definitions", "--select", "*",
+                           "-c", str(tmp_path / "run.yaml")], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=1800)
     assert proc.returncode == 0, proc.stderr[-4000:]
     out = subprocess.run([sys.executable, "-c", STEP_EVENTS], cwd=REPO, env=env, capture_output=True, text=True,
                          check=True)
@@ -202,3 +212,5 @@ def test_the_whole_lineage_succeeds_through_the_multiprocess_executor(tmp_path):
     expected = thread_budget(min(at_once, len(CONDITIONS)))
     budgets = [e["message"] for e in events if "torch thread(s)" in (e["message"] or "") and "play_" in e["message"]]
     assert len(budgets) == len(CONDITIONS) and all(f": {expected} torch thread" in m for m in budgets), budgets
+    logs = " ".join(e["message"] or "" for e in events)
+    assert "students on compute local" in logs and "playing student_grpo, student_sft on ood (pid" in logs

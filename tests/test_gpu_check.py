@@ -39,6 +39,7 @@ def _run(*args, tmp_path):
                           env=_env(tmp_path))
 
 
+@pytest.mark.slow  # five child processes, each loading torch and training or playing: a minute and more
 def test_the_gpu_checks_cpu_form_runs_every_stage_records_its_figures_and_removes_its_work(tmp_path):
     out = tmp_path / "gpu_check.json"
     done = _run("--smoke", "--out", str(out), tmp_path=tmp_path)

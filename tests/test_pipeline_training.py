@@ -98,38 +98,3 @@ def test_no_dagster_process_loads_a_model(monkeypatch, tmp_path):
     monkeypatch.setenv("RHYTHM_NO_MODEL_IN_DAGSTER", "1")
     with pytest.raises(CheckpointError, match="a model is being loaded in a process that imported Dagster"):
         load_model_and_tokenizer(str(tmp_path))
-
-
-@pytest.mark.slow
-def test_the_lineage_through_the_dagster_cli_loads_no_model_in_a_dagster_process(tmp_path):
-    """`dagster job execute` (the job's own executor: a process per step) with the guard on: every
-    step succeeds, so every model (training, GRPO's gate, the students' evaluation) was loaded in a
-    compute subprocess, never in a process that imported Dagster."""
-    import os
-    import shutil
-    import subprocess
-    import sys
-
-    import yaml
-
-    repo = Path(__file__).resolve().parents[1]
-    home = tmp_path / "home"
-    home.mkdir()
-    shutil.copy(repo / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
-    config = SMALL
-    (tmp_path / "run.yaml").write_text(yaml.safe_dump(config))
-    env = {**os.environ, "DAGSTER_HOME": str(home), "RHYTHM_ARTIFACTS": str(tmp_path / "artifacts"),
-           "RHYTHM_NO_MODEL_IN_DAGSTER": "1"}
-    done = subprocess.run([str(Path(sys.executable).parent / "dagster"), "job", "execute", "-m",
-                           "rhythm_pipeline.definitions", "-j", "rhythm_lineage", "-c", str(tmp_path / "run.yaml")],
-                          cwd=repo, env=env, capture_output=True, text=True, timeout=1500)
-    assert done.returncode == 0, done.stderr[-4000:]
-    import dagster as dg
-
-    with dg.DagsterInstance.from_config(str(home)) as instance:
-        (run,) = instance.get_runs()
-        assert run.status == dg.DagsterRunStatus.SUCCESS
-        logs = " ".join(str(e.user_message) for e in instance.all_logs(run.run_id))
-        steps = {e.step_key for e in instance.all_logs(run.run_id) if e.step_key}
-    assert "students on compute local" in logs and "playing student_grpo, student_sft on ood (pid" in logs
-    assert {"sft_checkpoint", "grpo_checkpoint", "eval_rollouts.play_ood"} <= steps

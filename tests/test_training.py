@@ -93,7 +93,7 @@ def test_tokenizer_keeps_numbers_and_actions_compact(sft_result):
     assert trained["input_ids"][: len(prompt["input_ids"])] == prompt["input_ids"]
 
 
-def test_grpo_rewards_vary_within_groups_and_checkpoint_saves(sft_result, short_dataset, monkeypatch):
+def test_grpo_rewards_vary_within_groups_and_checkpoint_saves(sft_result, short_dataset, monkeypatch, tmp_path):
     from rhythm_core.training import grpo, grpo_prompts
     from rhythm_core.training.grpo import GRPORunConfig, run_grpo
 
@@ -109,7 +109,7 @@ def test_grpo_rewards_vary_within_groups_and_checkpoint_saves(sft_result, short_
     built, build = [], grpo.build_prompt_dataset
     monkeypatch.setattr(grpo, "build_prompt_dataset", lambda *args: built.append(build(*args)) or built[-1])
     result = run_grpo(GRPORunConfig(max_steps=3, teacher_prompts=32, student_episodes=1, temperature=0.8),
-                      short_dataset / "sft", sft_result[0]["model_dir"], short_dataset / "grpo_out")
+                      short_dataset / "sft", sft_result[0]["model_dir"], tmp_path / "grpo_out")
     assert result["steps"] == 3
     # TRL takes the prompts in order_by_step's order, two a step, and each step's prompts mostly share
     # their step, so one lockstep play scores them (two of 60 shuffled prompts over 28 steps rarely do)
@@ -307,8 +307,10 @@ def test_the_recipe_trains_in_two_phases_plays_its_own_conversation_and_feeds_gr
     assert (info["prompt_format"], info["reasoning"]) == ("chat_labeled", "evidence")
 
     # GRPO's student keeps its SFT start's chain, so it too writes each belief as the sum
-    grpo = run_grpo(GRPORunConfig(max_steps=1, teacher_prompts=2, student_episodes=1, validation_weeks=0,
-                                  temperature=0.8), tmp_path / "sft", result["model_dir"], tmp_path / "grpo_out")
+    # (one prompt of two short completions: the record is what is checked, not what GRPO learns)
+    grpo = run_grpo(GRPORunConfig(max_steps=1, teacher_prompts=2, student_episodes=0, validation_weeks=0,
+                                  temperature=0.8, per_device_train_batch_size=2, num_generations=2,
+                                  max_completion_length=16), tmp_path / "sft", result["model_dir"], tmp_path / "grpo_out")
     assert json.loads(open(grpo["model_dir"] + "/rhythm_checkpoint.json").read())["readout_form"] == "linear"
     assert LLMPolicyAgent.from_checkpoint(grpo["model_dir"], sampling=SamplingConfig(max_new_tokens=4)).sum_beliefs
 
