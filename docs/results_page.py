@@ -324,6 +324,28 @@ def fig_eight_gpus() -> str:
             f"leaves a GPU waiting on the host (`data_parallel.json`, arithmetic, not measured)")
 
 
+def fig_test_suite() -> str:
+    """What `make test` and CI's stages took, from benchmarks/test_suite.py's run."""
+    record = _need("test_suite")
+    stages = record["figures"]["stages"]
+    default = stages["default"]
+    workers = max(default, key=int)
+    tests = default[workers]["counts"] or {}
+    where = f"{record['machine']['cores']}-core {record['machine']['cpu']}, {record['date']}, code at `{record['commit']}`"
+    parts = [f"`make test` ran lint in {stages['lint']['seconds']:.0f} s and the {tests.get('passed', 0)} default tests "
+             f"in {default[workers]['seconds']:.0f} s on {workers} workers"]
+    if "1" in default and workers != "1":
+        parts[-1] += f" ({default['1']['seconds']:.0f} s on one)"
+    if "slow" in stages:
+        parts.append(f"the {(stages['slow']['counts'] or {}).get('passed', 0)} slow tests in "
+                     f"{stages['slow']['seconds']:.0f} s")
+    if "install" in stages:
+        parts.append(f"a fresh install in {stages['install']['seconds']:.0f} s")
+    total = sum(stages[k]["seconds"] for k in ("install", "lint", "slow") if k in stages) + default[workers]["seconds"]
+    return (", ".join(parts) + f": CI's stages add up to {total / 60:.0f} minutes on this machine ({where}; "
+            "machines of this kind differ up to 2.5× in speed; `python benchmarks/test_suite.py`)")
+
+
 FIGURES = {
     "demo_log": fig_demo_log,
     "readme_windows": fig_readme_windows,
@@ -339,6 +361,7 @@ FIGURES = {
     "grpo_week": fig_grpo_week,
     "data_parallel": fig_data_parallel,
     "eight_gpus": fig_eight_gpus,
+    "test_suite": fig_test_suite,
 }
 
 
