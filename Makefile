@@ -84,7 +84,7 @@ bench: $(STAMP)
 results: $(STAMP)
 	$(BIN)/python docs/results_page.py
 
-# Before paying for GPU time: every GPU stage on a 3B-shaped student, ~8 minutes on one CUDA GPU
+# Before paying for GPU time: every GPU stage on a 3B-shaped student, on one CUDA GPU (a run: gpu_check_h200.json)
 # (a CUDA build of torch: `make TORCH_SPEC=torch install`); `rhythm gpu-check --smoke` is its CPU form.
 gpu-check: $(STAMP)
 	$(BIN)/rhythm gpu-check --out gpu_check.json
