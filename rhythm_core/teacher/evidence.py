@@ -4,7 +4,7 @@ reasoning.
 A teacher's belief after a week is close to a fixed linear function of the week's anomalies, summed
 by the action and slot that produced each (for the Bayesian teacher, whose posterior is a Kalman
 filter, its error from the true profile is near the teacher's own and far below a constant's:
-benchmarks/README.md, D5 and D6). Written
+benchmarks/README.md, D6). Written
 step by step that read-out is a chain a student can follow: each step's increment is an exact linear
 function of the anomaly row the same user turn shows (the weights chosen by the last action and its
 slot), and the belief is the previous one plus the increment. The teacher's own per-step change is
