@@ -57,8 +57,9 @@ mlflow: $(STAMP)
 	$(BIN)/mlflow server --backend-store-uri sqlite:///$(abspath $(MLFLOW_STORE))/mlflow.db \
 		--default-artifact-root $(abspath $(MLFLOW_STORE))/artifacts -h 127.0.0.1 -p 5000
 
-# GRPO with TRL's environment_factory on RhythmEnv, two steps on the offline stand-in on CPU
-# (examples/grpo_rhythm_env.py; without --offline it trains Qwen2.5-3B-Instruct on a GPU).
+# GRPO with TRL's environment_factory on RhythmEnv: two steps on CPU on the offline stand-in, random
+# weights that show the loop and cannot learn (examples/grpo_rhythm_env.py; without --offline it
+# trains Qwen2.5-3B-Instruct on a GPU).
 example: $(STAMP)
 	TRL_EXPERIMENTAL_SILENCE=1 $(BIN)/python examples/grpo_rhythm_env.py --offline --output-dir example_run
 
@@ -84,7 +85,7 @@ bench: $(STAMP)
 results: $(STAMP)
 	$(BIN)/python docs/results_page.py
 
-# Before paying for GPU time: every GPU stage on a 3B-shaped student, ~8 minutes on one CUDA GPU
+# Before paying for GPU time: every GPU stage on a 3B-shaped student, on one CUDA GPU (a run: gpu_check_h200.json)
 # (a CUDA build of torch: `make TORCH_SPEC=torch install`); `rhythm gpu-check --smoke` is its CPU form.
 gpu-check: $(STAMP)
 	$(BIN)/rhythm gpu-check --out gpu_check.json

@@ -1,6 +1,6 @@
 """The demo (`make demo`) over SFT seeds and CPU kernel settings: its table, times and every asset check.
 
-    python benchmarks/demo_checks.py --seeds 0,1,2        # what docs/results.md shows: demo.json (~25 min)
+    python benchmarks/demo_checks.py --seeds 0,1,2        # what docs/results.md shows: demo.json
     python benchmarks/demo_checks.py --seeds 0 --kernels avx2,native --name demo_kernels
 
 Each (kernels, seed) runs `python -m rhythm_pipeline.demo` (the `rhythm_lineage` job with the asset

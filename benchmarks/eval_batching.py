@@ -1,7 +1,7 @@
 """Lockstep-batched vs sequential evaluation of the same checkpoint (episodes/s). Prints figures.
 
     python benchmarks/eval_batching.py --checkpoint dagster_home/storage/rhythm/sft_checkpoint/<version>/model
-    python benchmarks/eval_batching.py            # trains a small tiny-model checkpoint first (~1 min)
+    python benchmarks/eval_batching.py            # trains a small tiny-model checkpoint first
 
 Batched: all episodes advance together, one `generate` per step (28 calls for the whole set), each
 prompt reusing the KV cache of the prefix it shares with its previous step's prompt; also timed

@@ -2,7 +2,7 @@
 path (`dagster asset materialize --select '*'`, what the UI's "Materialize all" runs). Prints the
 wall time of each, the ratio, and every step's duration side by side. Asserts nothing.
 
-    python benchmarks/executor_paths.py                              # demo settings, ~10 min on 2 cores
+    python benchmarks/executor_paths.py                              # demo settings
     python benchmarks/executor_paths.py --variant spawn='{"forkserver": false}' \\
         --variant torch2='{"torch_steps_at_once": 2}'                 # executor settings side by side
     python benchmarks/executor_paths.py --variant main='{}' --skip-in-process

@@ -7,8 +7,8 @@ non-default temperatures, honours strict JSON-schema structured outputs, and sim
 prefix caching as OpenAI documents it: a prompt's longest prefix already seen, in whole 128-token
 blocks and only from 1,024 tokens on, is billed as cached. Tokens are counted with the server's
 `count_tokens`, a GPT-like regex pre-tokenizer (words with their leading space, numbers in chunks
-of up to 3 digits, whitespace runs, other characters alone; about 4.3 characters per token on these
-prompts, where OpenAI's o200k_base gives about 4), over <|start|>role<|message|>content<|end|>
+of up to 3 digits, whitespace runs, other characters alone; on these prompts a little coarser than OpenAI's
+o200k_base), over <|start|>role<|message|>content<|end|>
 framing, with the response format's schema in front as the service puts it.
 
 (a) Cache and cost: the teacher (`rhythm_core.teacher.run.run_teacher`, default settings for

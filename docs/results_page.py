@@ -180,8 +180,10 @@ def fig_readme_gpu() -> str:
     record = _need("gpu_check_h200")
     stages = record["figures"]["stages"]
     done = all(s.get("status") == "ok" for s in stages.values())
-    return (f"On an H200 {'every stage finished' if done else 'a stage failed'}: LoRA SFT {stages['lora_sft']['seconds']} s, "
-            f"GRPO {stages['grpo']['seconds']} s, the play {stages['play']['seconds']} s ({_transcribed(record)})")
+    gpu = record["machine"]["gpu"].split(" (")[0]
+    return (f"On {gpu} at commit {record['commit']} {'every stage finished' if done else 'a stage failed'}: "
+            f"LoRA SFT {stages['lora_sft']['seconds']} s, GRPO {stages['grpo']['seconds']} s, the play "
+            f"{stages['play']['seconds']} s ({_transcribed(record)})")
 
 
 def fig_tracking_cost() -> str:
@@ -291,7 +293,7 @@ def fig_grpo_week() -> str:
     f = record["figures"]
     ood = [float(lever["v3"][1].split()[0].replace("−", "-")) for lever in f["levers"]]
     lead = f["long_preset_lead"]
-    earlier = (f"Earlier, at the demo's budget, {len(ood)} variants moved OOD weeks by {min(ood):+.4f} to {max(ood):+.4f} "
+    earlier = (f"At the demo's budget, {len(ood)} variants moved OOD weeks by {min(ood):+.4f} to {max(ood):+.4f} "
                f"over their SFT start; the lead, {lead['steps']} steps at {lead['learning_rate']} on SFT seed "
                f"{lead['sft_seed']}, gave {' / '.join(lead['v3_over_sft_start'])} ({_transcribed(record)}; each "
                "variant in `grpo_week.json`).")

@@ -1,8 +1,8 @@
 """The whole recipe outside Dagster, with named presets: teacher -> re-grade -> dataset -> SFT ->
 GRPO -> evaluation, each stage publishing into <out>/<stage>/<version>/ like the assets do.
 
-    rhythm distill --out runs/demo                   # the demo preset: what `make demo` trains, ~6 min
-    rhythm distill --preset long --out runs/long     # 3,000 search-teacher weeks, ~19 min (2-core CPU)
+    rhythm distill --out runs/demo                   # the demo preset: what `make demo` trains (demo.json)
+    rhythm distill --preset long --out runs/long     # 3,000 search-teacher weeks (long_preset.json)
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ PRESETS: dict[str, dict] = {
     # (benchmarks/README.md, D2). The innovation chain: its
     # students score above the linear chain's on continuous weeks, level elsewhere, paired over five
     # windows (benchmarks/README.md, D7); at the demo's
-    # budget one SFT seed in five learns it (D8).
+    # budget most SFT seeds do not learn it (D8).
     "long": {"teacher": "search", "teacher_seeds": "1000-3999", "dataset": {"readout_form": "innovation"},
              "sft": {"short_context_steps": 1000, "max_steps": 1200},
              "grpo": {"max_steps": 50, "teacher_prompts": 2048, "student_episodes": 16},
@@ -53,8 +53,8 @@ PRESETS: dict[str, dict] = {
     # Hugging Face Jobs, a10g-large); `rhythm distill --preset published` trains the same student on
     # this machine's GPU from the Bayesian teacher's weeks.
     "published": {"teacher": "bayes", "teacher_seeds": "1000-1299", "dataset": {},
-                  # 8 conversations a step in micro-batches of 2: on an H200 a step of 1 x 8 waited on the
-                  # host (kernel launches) and 2 x 4 took 0.6x its time at the same peak memory
+                  # 8 conversations a step in micro-batches of 2: a step of 1 x 8 waits on the host
+                  # (kernel launches), 2 x 4 does not (benchmarks/README.md, D36)
                   "sft": {"base_model": "Qwen/Qwen2.5-3B-Instruct", "learning_rate": 2e-4, "max_steps": 300,
                           "per_device_train_batch_size": 2, "gradient_accumulation_steps": 4, "lora_r": 16},
                   # 8 completions a step, the loss in micro-batches of 2 (a week's prompt is ~5k tokens)

@@ -2,7 +2,7 @@
 
 torch picks its vectorised kernels by the CPU's instruction set (AVX2, AVX-512). The two round
 differently, so the same recipe trained on an AVX-512 CPU gives other weights, and other figures, than
-on an AVX2 one (the demo's OOD recovery moved by up to 0.02). With the kernels pinned to AVX2, which
+on an AVX2 one (the demo's recovery among them). With the kernels pinned to AVX2, which
 every x86-64 CPU of the last decade has, an AVX-512 machine reproduces an AVX2 machine's checkpoint
 byte for byte (benchmarks/README.md, D30). `pin_cpu_kernels` runs when
 rhythm_core is imported, before torch picks its kernels; every process rhythm starts inherits it.

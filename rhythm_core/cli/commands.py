@@ -360,8 +360,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("distill", "run the whole recipe (teacher to evaluation) with a named preset", _cmd_distill,
                 check_distill)
     p.add_argument("--preset", choices=list(PRESETS), default=DEFAULT_PRESET,
-                   help="demo: what `make demo` trains (about 6 minutes on 2 CPU cores); long: the same recipe with "
-                        "more weeks and steps, from the search teacher, the innovation evidence chain (about 19 minutes); published: the 3B LoRA student (for a GPU)")
+                   help="demo: what `make demo` trains (on CPU; its time: docs/results.md); long: the same recipe with "
+                        "more weeks and steps, from the search teacher, the innovation evidence chain; published: the 3B LoRA student (for a GPU)")
     p.add_argument("--out", required=True, help="output root, created if missing in a folder that exists, or an "
                                                 "object store (s3://bucket/prefix: every version is uploaded there)")
     p.add_argument("--processes", type=int, default=1,

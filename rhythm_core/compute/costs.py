@@ -34,8 +34,8 @@ _GPU_COUNT = re.compile(r"x(\d+)$")
 
 # A stage's timeout: a fixed allowance for the job to start, install the wheel and load the model,
 # plus a generous time per unit of work (an SFT or GRPO step, a week played by one student), times a
-# safety factor. These per-unit times are caps for a 3B model with LoRA on an A10G, not measurements
-# (no GPU was measured yet): a job that needs longer says it hit its timeout, and
+# safety factor. These per-unit times are caps for a 3B model with LoRA on an A10G, set with room to
+# spare rather than taken from a run on one: a job that needs longer says it hit its timeout, and
 # ComputeResource.hf_timeout overrides the rule.
 SETUP_S = 20 * 60
 SECONDS_PER_UNIT = {"sft": 6.0, "grpo": 60.0, "play": 2.0}

@@ -3,7 +3,7 @@ machine share its cores instead of oversubscribing them.
 
 torch (and the OpenMP / BLAS pools under it) sizes its thread pool to the machine's cores, per
 process. Three evaluation steps running in parallel processes on 2 cores therefore run 6 spinning
-OpenMP threads on 2 cores, and a 6-second step takes minutes. The rule here: a step gets the cores
+OpenMP threads on 2 cores, and each step runs many times slower than alone. The rule here: a step gets the cores
 it may use (CPU affinity and the cgroup CPU quota of a container or Kubernetes pod) divided by how
 many torch steps run at once.
 
@@ -18,8 +18,8 @@ import math
 import os
 from pathlib import Path
 
-# Below two threads per step, running steps side by side stops paying on CPU: measured on 2 cores
-# by benchmarks/executor_paths.py (benchmarks/README.md, D31), three single-thread evaluation steps
+# Below two threads per step, running steps side by side stops paying on CPU: in
+# benchmarks/executor_paths.py (benchmarks/README.md, D31), three single-thread evaluation steps
 # two at a time were no faster than one two-thread step at a time.
 MIN_THREADS_PER_STEP = 2
 # Environment variables read by the thread pools torch, NumPy's BLAS and tokenizers start with.

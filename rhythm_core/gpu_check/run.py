@@ -3,8 +3,8 @@ on a random-weight Qwen2.5-3B-shaped student and the demo's tiny student, offlin
 downloaded), each stage in a child process under a time budget. Figures go to a JSON file as each
 stage ends.
 
-    rhythm gpu-check --out gpu_check.json        # one CUDA GPU, ~8 minutes (`make gpu-check`)
-    rhythm gpu-check --smoke                     # the CPU form: tiny shapes, a minute or two
+    rhythm gpu-check --out gpu_check.json        # one CUDA GPU (`make gpu-check`; a run: gpu_check_h200.json)
+    rhythm gpu-check --smoke                     # the CPU form: tiny shapes
 
 Stages (each needs the ones before it that it names):
   prepare   Bayesian-teacher weeks and their SFT datasets (48 weeks for the 3B student, the demo's 2,000
@@ -50,11 +50,11 @@ from pathlib import Path
 from .stages import STAGE_FAILURES, run_one_stage
 
 # stage -> (the stages it needs, budget in seconds on CUDA, budget in the CPU smoke form). The smoke
-# form's budgets only catch a hang: a stage of ~10 s took 90 s on this 2-core CPU under other load.
+# form's budgets only catch a hang: a small CPU under other load runs a stage many times slower.
 STAGES = {
     "prepare": ((), 150, 600),
-    "lora_sft": (("prepare",), 240, 600),  # 127 s on an H200 with the step profile, 62-67 s without
-    "grpo": (("lora_sft",), 300, 600),  # 177 s on an H200, 123 s of it the gate
+    "lora_sft": (("prepare",), 240, 600),  # room over the recorded run (gpu_check_h200.json), profile included
+    "grpo": (("lora_sft",), 300, 600),  # room over the recorded run (gpu_check_h200.json), the gate included
     "play": (("lora_sft",), 150, 600),
     "tiny": (("prepare",), 150, 600),
 }

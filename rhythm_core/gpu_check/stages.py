@@ -48,7 +48,7 @@ def stage_prepare(work: Path, smoke: bool, device: str) -> dict:
     figures = {}
     for name, weeks in (("qwen", size["weeks"]), ("tiny", size["tiny_weeks"])):
         started = time.perf_counter()
-        trajectories = teacher_stage(TeacherSettings(backend="bayes"), "continuous", weeks, work / name)  # as measured
+        trajectories = teacher_stage(TeacherSettings(backend="bayes"), "continuous", weeks, work / name)  # the teacher of gpu_check_h200.json
         data = dataset_stage(trajectories, work / name)
         figures[f"{name}_dataset"] = data["path"]
         figures[f"{name}_teacher_weeks"] = trajectories["n_episodes"]

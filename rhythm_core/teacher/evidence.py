@@ -3,7 +3,8 @@ reasoning.
 
 A teacher's belief after a week is close to a fixed linear function of the week's anomalies, summed
 by the action and slot that produced each (for the Bayesian teacher, whose posterior is a Kalman
-filter: 0.105 MAE from the true profile where the teacher is 0.099 and a constant 0.205). Written
+filter, its error from the true profile is near the teacher's own and far below a constant's:
+benchmarks/README.md, D6). Written
 step by step that read-out is a chain a student can follow: each step's increment is an exact linear
 function of the anomaly row the same user turn shows (the weights chosen by the last action and its
 slot), and the belief is the previous one plus the increment. The teacher's own per-step change is
@@ -25,7 +26,7 @@ constant, fitted step by step on the teacher's own belief changes — a Kalman f
 gain that shrinks over the week. Every number it uses is still on the page (the previous belief is
 the previous answer's); its final belief stays nearer the person than the linear sum's, and the long
 preset's students of it score above those of the linear chain (benchmarks/README.md, D7). A plain (belief - 0.5) term as well follows the teacher closer
-but loses discrete3 weeks. At the demo's budget one SFT seed in five learns this form; the others
+but loses discrete3 weeks. At the demo's budget most SFT seeds do not learn this form: they
 miss its large first step (benchmarks/README.md, D8).
 """
 

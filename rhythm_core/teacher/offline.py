@@ -3,8 +3,8 @@ agents that explain themselves. `offline_records` plays one on a chunk of seeds 
 vector env, and each decision is written as the answer a language-model teacher would give (its
 canonical JSON, parsed back), so its records have the same shape as a paid teacher's and train a
 student the same way. `offline_chunks` plays chunks side by side in forked worker processes: the
-play and the records are pure Python and NumPy on one core, so 2,000 Bayesian weeks take 21-25 s in
-one process and 11-14 s in two on a 2-core CPU, with the same records in the same order.
+play and the records are pure Python and NumPy on one core, so a worker per core shortens the stage,
+with the same records in the same order (benchmarks/README.md, D33; teacher_throughput.json).
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ DEFAULT_BACKEND = "search"
 
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high")
 STRUCTURED_OUTPUT_MODES = ("auto", "on", "off")
-DEFAULT_MAX_TOKENS = 400  # a chat model's answer is ~60-120 tokens
+DEFAULT_MAX_TOKENS = 400  # room over a chat model's answer (its tokens per answer: teacher_cost_table.json)
 DEFAULT_REASONING_MAX_TOKENS = 4_000  # a reasoning model also spends the budget on hidden reasoning
 _REASONING_NAME = re.compile(r"(?:^|[^a-z0-9])(?:o[1-9]|gpt-5)(?:[^0-9]|$)")
 

@@ -90,7 +90,7 @@ def teacher_stage(settings: TeacherSettings, condition: str, seeds_spec: str, ro
     with staging(stage_root) as staged:
         path = staged / "trajectories.jsonl"
         if in_order:
-            shutil.copyfile(work, path)  # its lines are jsonl_line(record) already; 190 MB at 2,000 weeks
+            shutil.copyfile(work, path)  # its lines are jsonl_line(record) already; a large file
         else:
             write_jsonl(path, records)
         version = sha256_file(path)[:16]

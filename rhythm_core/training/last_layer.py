@@ -1,7 +1,7 @@
 """In training, the tiny student's last layer runs only at the positions the loss reads.
 
 The loss of an SFT batch reads the final hidden state at the positions before each labelled token
-(the answers: ~28% of a week, whole or cut to 512 tokens); a GRPO batch, at the two completion
+(the answers: a minority of a week's tokens, whole or cut to 512 tokens); a GRPO batch, at the two completion
 tokens after a prompt of up to a week. Every other layer feeds later positions
 through attention, but the last layer's output at a position feeds nothing except the output layer
 there. So the last layer needs its keys and values at every position, and its queries, attention,

@@ -10,7 +10,7 @@ no kinds, and decoding is left as it is.
 
 A student of the linear evidence chain also writes each belief as the previous answer's belief plus
 the increment its reasoning just wrote (every training answer is exactly that sum, clipped to [0, 1]).
-Left to itself the tiny student misadds about one step in ten, and its final belief is further from
+Left to itself the tiny student misadds now and then, and its final belief is further from
 the person for it; `belief_sum_processor` writes the sum (benchmarks/README.md, D22). The increments, where the inference is, stay the model's own.
 """
 

@@ -48,7 +48,7 @@ class SFTRunConfig:
     max_length: int | None = None
     # The recipe's two phases: `short_context_steps` steps on the first `short_context_length` tokens
     # of every conversation (the first days of the week) at `short_context_learning_rate`, then
-    # `max_steps` on whole weeks at `learning_rate`. Short sequences are ~4x cheaper per step, and a
+    # `max_steps` on whole weeks at `learning_rate`. Short sequences are much cheaper per step, and a
     # model trained from scratch forms the circuits that read numbers from its context (the anomalies,
     # its own previous belief) there; whole weeks then teach the rest of the week. Windows of a few
     # turns from anywhere in the week, with the student reading only its window, learned less in
@@ -153,7 +153,7 @@ def tokenized_weeks(ds, tokenizer):
     `input_ids`, and `labels` that keep the assistant turns' tokens only (-100 elsewhere). Both phases
     get them tokenized once; each trainer then only truncates to its `max_length`."""
 
-    def tokenize(batch):  # batched: one encode_batch call for many weeks (~40% faster than row by row)
+    def tokenize(batch):  # batched: one encode_batch call for many weeks (faster than row by row)
         out = tokenizer.apply_chat_template(batch["messages"], tokenize=True, return_dict=True,
                                             return_assistant_tokens_mask=True)
         return {"input_ids": out["input_ids"],
@@ -179,7 +179,7 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     # In memory: every map below (ours and TRL's) would otherwise write its cache files into the
-    # published dataset's folder (~100 MB a run), changing an artifact that is read-only by contract.
+    # published dataset's folder on every run, changing an artifact that is read-only by contract.
     verify_artifact(dataset_dir)  # the dataset as it was published
     data = datasets.load_from_disk(str(dataset_dir), keep_in_memory=True)
     data_format = dataset_format(data)  # the checkpoint records it: GRPO and evaluation prompt the same way

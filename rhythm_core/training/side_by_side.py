@@ -1,13 +1,12 @@
 """Independent torch work side by side in forked processes, each on its share of this process's threads.
 
 A tiny student's lockstep play (small batched forwards, attention over a growing key/value cache)
-does not keep two cores busy: 100 greedy weeks took 14.0 s with two torch threads and 18.8 s with one
-(2-core AMD EPYC, Zen 3), and two such plays at once, one thread each, 19.5 s where one after the
-other takes ~30 s. So work that plays several students (the gate's two students, an evaluation
+does not keep two cores busy: a second torch thread shortens one play by far less than half, and two
+such plays at once, one thread each, finish well before the two one after the other. So work that plays several students (the gate's two students, an evaluation
 condition's players) hands each to a worker process with `threads // workers` torch threads.
 
 The workers are forked (`rhythm_core.processes`: a spawned worker would import torch and transformers
-again, ~5 s). A forked worker sets its torch pool to its share before it runs anything; with one
+again, seconds each). A forked worker sets its torch pool to its share before it runs anything; with one
 thread a worker never enters an OpenMP parallel region, the pattern of torch's own DataLoader
 workers, which is what makes forking a process that has already run threaded torch safe. Where
 fork is not the platform's safe default or there are not two threads to share, the calls run here,

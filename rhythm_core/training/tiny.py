@@ -54,7 +54,7 @@ class TinyModelConfig:
     intermediate_size: int = 384
     num_hidden_layers: int = 2
     # 8 heads of 16 dimensions: the student reads several numbers of a row at once (the anomaly's five
-    # meters, its previous belief); with 4 heads one run in four learned to read them, with 8 every
+    # meters, its previous belief); with 4 heads most runs did not learn to read them, with 8 every
     # run did (benchmarks/README.md, D5).
     num_attention_heads: int = 8
     num_key_value_heads: int = 8

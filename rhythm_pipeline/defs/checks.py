@@ -80,7 +80,7 @@ def teacher_beats_heuristic(reeval_report: dict) -> dg.AssetCheckResult:
                             "of the training data.")
 def sft_dataset_has_no_eval_seeds(context: dg.AssetCheckExecutionContext, sft_dataset: dict,
                                   artifacts: ArtifactStoreResource) -> dg.AssetCheckResult:
-    # Imported here: `datasets` (with pyarrow and pandas) would add ~1 s to every load of the definitions.
+    # Imported here: `datasets` (with pyarrow and pandas) would slow every load of the definitions.
     import datasets
 
     from rhythm_core.data.summary import check_no_eval_seeds

@@ -9,7 +9,7 @@ multiprocess executor with two settings that fit this lineage.
   process may use (1 on 2 cores, 3 on 6+). Every such step sizes torch to its share of the cores
   (`step_thread_budget`), so parallel steps never oversubscribe the machine.
 - Steps start from a forkserver that has already imported the definitions (and with them torch,
-  transformers and TRL) instead of a fresh interpreter each, which saves ~3 s of imports per step.
+  transformers and TRL) instead of a fresh interpreter each, which saves each step those imports.
 
 Both are executor config, editable in the launchpad (`execution: config: ...`). Under the in-process
 executor (`make demo`, `dg.materialize`) steps run one at a time and each gets every core; under an

@@ -22,8 +22,8 @@ from rhythm_pipeline.settings import ACTIVE_GRADER, GRADING_AUTOMATION, GRADING_
 
 class TeacherTrajectoriesConfig(dg.Config):
     condition: str = "continuous"
-    # Training seeds only (continuous 1000-9999). The recipe's 2,000 search-teacher weeks take ~17 s on 2 cores;
-    # with a paid teacher set the resource's max_cost_usd.
+    # Training seeds only (continuous 1000-9999). The recipe's 2,000 search-teacher weeks are free and take
+    # seconds (teacher_throughput.json); with a paid teacher set the resource's max_cost_usd.
     seeds: str = DEFAULT_TEACHER_SEEDS
 
 
@@ -36,7 +36,7 @@ class TeacherTrajectoriesConfig(dg.Config):
     description=(
         "Teacher episodes, one JSON line per episode: every step's rendered prompt, the teacher's raw "
         "answer, parsed belief and action, meters and token usage. The teacher is the TeacherResource "
-        "(Bayesian by default, or an OpenAI-compatible model). Episodes are appended as they finish, so "
+        "(the offline search teacher by default, or the Bayesian one, or an OpenAI-compatible model). Episodes are appended as they finish, so "
         "an interrupted or over-budget run resumes on the next materialization without paying twice."
     ),
 )
