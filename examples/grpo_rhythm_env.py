@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -223,7 +224,18 @@ def main(argv=None) -> dict:
     curve = [s["reward"] for s in printer.steps]
     head = curve[: max(1, len(curve) // 5)]
     tail = curve[-max(1, len(curve) // 5):]
+    import platform
+    from datetime import UTC, datetime
+
+    import torch
+    import trl
+
     summary = {
+        "command": " ".join(["python", "examples/grpo_rhythm_env.py", *(sys.argv[1:] if argv is None else argv)]),
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": {"cores": os.cpu_count(), "python": platform.python_version(),
+                    "torch": torch.__version__, "trl": trl.__version__,
+                    "device": "cuda" if torch.cuda.is_available() and not config.use_cpu else "cpu"},
         "steps": trainer.state.global_step, "offline": script.offline, "taught": taught, "per_step": printer.steps,
         "mean_grade_per_step": curve, "mean_grade_first_fifth": sum(head) / len(head),
         "mean_grade_last_fifth": sum(tail) / len(tail), "learnable": learnable, "saved": str(out / "final"),
