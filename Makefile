@@ -60,7 +60,7 @@ mlflow: $(STAMP)
 # GRPO with TRL's environment_factory on RhythmEnv, two steps on the offline stand-in on CPU
 # (examples/grpo_rhythm_env.py; without --offline it trains Qwen2.5-3B-Instruct on a GPU).
 example: $(STAMP)
-	TRL_EXPERIMENTAL_SILENCE=1 $(BIN)/python examples/grpo_rhythm_env.py --offline --output-dir example_run
+	TRL_EXPERIMENTAL_SILENCE=1 $(BIN)/python examples/grpo_rhythm_env.py --offline --output_dir example_run
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
