@@ -57,11 +57,11 @@ mlflow: $(STAMP)
 	$(BIN)/mlflow server --backend-store-uri sqlite:///$(abspath $(MLFLOW_STORE))/mlflow.db \
 		--default-artifact-root $(abspath $(MLFLOW_STORE))/artifacts -h 127.0.0.1 -p 5000
 
-# GRPO with TRL's environment_factory on RhythmEnv: two steps on CPU on the offline stand-in, random
-# weights that show the loop and cannot learn (examples/grpo_rhythm_env.py; without --offline it
-# trains Qwen2.5-3B-Instruct on a GPU).
+# GRPO with TRL's environment_factory on RhythmEnv on CPU: a small offline stand-in is first taught the
+# tool-call format on demonstration weeks, then trains two GRPO steps (examples/grpo_rhythm_env.py;
+# without --offline it trains Qwen2.5-3B-Instruct on a GPU).
 example: $(STAMP)
-	TRL_EXPERIMENTAL_SILENCE=1 $(BIN)/python examples/grpo_rhythm_env.py --offline --output-dir example_run
+	TRL_EXPERIMENTAL_SILENCE=1 $(BIN)/python examples/grpo_rhythm_env.py --offline --output_dir example_run
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

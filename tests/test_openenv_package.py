@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -121,3 +122,69 @@ def test_the_package_installs_without_torch_or_dagster_and_serves_a_week(tmp_pat
     finally:
         server.terminate()
         server.wait(30)
+
+
+AUTO_PLAY = """
+import json, sys
+from openenv import AutoAction, AutoEnv
+url, plan = sys.argv[1], json.loads(sys.argv[2])
+action_cls = AutoAction.from_env("rhythm_env")
+env = AutoEnv.from_env("rhythm_env", base_url=url)
+with env.sync() as week:
+    result = week.reset(condition="continuous", seed=int(sys.argv[3]))
+    for action, social, morning, work in plan:
+        result = week.step(action_cls(action=action, social=social, morning=morning, work=work))
+    state = week.state()
+import rhythm_env
+print(json.dumps({"client": type(env).__name__, "action": action_cls.__name__, "reward": result.reward,
+                  "done": result.done, "seed": state.seed, "module": rhythm_env.__file__}))
+"""
+
+
+def test_the_wheel_carries_openenv_yaml_and_autoenv_plays_a_week_from_it(tmp_path):
+    """The package built as a wheel and installed alone (pip --target): OpenEnv's discovery finds it by its
+    manifest, AutoAction gives RhythmAction and AutoEnv.from_env("rhythm_env", base_url=...) plays a week."""
+    import json
+    import zipfile
+
+    build = tmp_path / "src"
+    shutil.copytree(PACKAGE, build / "envs" / "rhythm_env", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "rhythm_core", build / "rhythm_core", ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
+                    str(tmp_path / "dist"), str(build / "envs" / "rhythm_env")], check=True, timeout=300)
+    (wheel,) = (tmp_path / "dist").glob("openenv_rhythm_env-*.whl")
+    assert "rhythm_env/openenv.yaml" in zipfile.ZipFile(wheel).namelist()
+    site = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(wheel)],
+                   check=True, timeout=300)
+    with served_in_thread() as url:
+        env = {**os.environ, "PYTHONPATH": str(site), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+        played = subprocess.run([sys.executable, "-c", AUTO_PLAY, url, json.dumps(plan()), str(SEED)], env=env,
+                                capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert played.returncode == 0, played.stderr
+    answer = json.loads(played.stdout.strip().splitlines()[-1])
+    assert answer["module"].startswith(str(site))  # the installed wheel's, not this checkout's
+    assert (answer["client"], answer["action"], answer["done"], answer["seed"]) == (
+        "RhythmEnvClient", "RhythmAction", True, SEED)
+    assert answer["reward"] == expected_grade()
+
+
+@contextmanager
+def served_in_thread():
+    import uvicorn
+
+    from rhythm_core.text_env.openenv_server import create_rhythm_app
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(create_rhythm_app(max_sessions=2), log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        while not server.started and thread.is_alive():
+            thread.join(0.02)
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()

@@ -159,6 +159,63 @@ def test_the_app_answers_bad_requests_over_http_and_websocket_and_keeps_serving(
             assert ws.receive_json()["data"]["step_count"] == 1
 
 
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e400"])
+def test_http_step_answers_a_non_finite_belief_422_naming_the_field(number):
+    from fastapi.testclient import TestClient
+
+    slot = plan(SEED)[0]
+    body = (f'{{"action": {{"action": "{slot["action"]}", "social": 0.5, "morning": {number}, "work": 0.5}}}}')
+    with TestClient(create_rhythm_app(max_sessions=1), raise_server_exceptions=False) as http:
+        answer = http.post("/step", content=body, headers={"content-type": "application/json"})
+        assert answer.status_code == 422, answer.text
+        (error,) = answer.json()["detail"]
+        assert error["loc"] == ["morning"] and error["msg"].startswith("must be a number in [0, 1], got ")
+        assert answer.json()["message"] == f"morning: {error['msg']}"
+        seed = http.post("/reset", content=f'{{"seed": {number}}}', headers={"content-type": "application/json"})
+        assert seed.status_code == 422 and seed.json()["detail"][0]["loc"] == ["body", "seed"]
+
+
+def test_schema_and_state_describe_the_week_and_messages_are_written_for_a_client():
+    from fastapi.testclient import TestClient
+
+    with TestClient(create_rhythm_app(purpose="evaluation", grader="v2", max_sessions=1)) as http:
+        fields = set(http.get("/schema").json()["state"]["properties"])
+        assert {"condition", "seed", "purpose", "grader", "step_count"} <= fields
+        # Each HTTP request gets a fresh environment (OpenEnv's design): no week, the server's purpose and grader.
+        assert http.get("/state").json() == {"episode_id": None, "step_count": 0, "condition": None, "seed": None,
+                                             "purpose": "evaluation", "grader": "v2"}
+        tuning = http.post("/reset", json={"seed": 9600}).json()["detail"]
+        assert tuning == "seed 9600 is not an evaluation seed of continuous (0-999); it is a tuning seed, reserved (9500-9699)"
+        with http.websocket_connect("/ws") as ws:
+            ws.send_json({"type": "reset", "data": {"seed": 7, "condition": "continuous"}})
+            ws.receive_json()
+            ws.send_json({"type": "state"})
+            state = ws.receive_json()["data"]
+            assert (state["condition"], state["seed"], state["purpose"], state["grader"]) == ("continuous", 7,
+                                                                                              "evaluation", "v2")
+    env = RhythmEnvironment()
+    for seed, message in [(9600, "seed 9600 is a tuning seed; continuous seeds 9500-9699 are reserved for tuning"),
+                          (5, "seed 5 is not a training seed; continuous training seeds are 1000-9999")]:
+        with pytest.raises(RhythmRequestError) as refused:
+            env.reset(seed=seed)
+        assert str(refused.value).startswith(message) and "such" not in str(refused.value)
+    with pytest.raises(RhythmRequestError) as refused:
+        env.reset(seed=10_001, condition="ood")
+    assert "teacher" not in str(refused.value) and "training weeks come from: continuous 1000-9999" in str(refused.value)
+
+
+def test_the_package_server_refuses_a_bad_setting_in_one_line(monkeypatch):
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parents[1] / "envs"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(package.parent), str(package)])}
+    for args, message in [(["--max-sessions", "0"], "argument --max-sessions: must be an integer >= 1, got '0'"),
+                          (["--port", "99999"], "argument --port: must be in 0..65535, got 99999")]:
+        refused = subprocess.run([sys.executable, "-m", "rhythm_env.server.app", *args], env=env, capture_output=True,
+                                 text=True, timeout=120)
+        assert (refused.returncode, refused.stderr) == (2, f"server: error: {message}\n")
+
+
 @contextmanager
 def served_in_thread(app):
     """`app` on a real uvicorn server on a free 127.0.0.1 port, in a thread of this process."""

@@ -1,6 +1,7 @@
-"""RhythmEnv for OpenEnv: `RhythmEnvClient` plays a week served by `server.app` with `RhythmAction`s."""
+"""RhythmEnv for OpenEnv: `RhythmEnv` (also named `RhythmEnvClient`) plays a week served by `server.app` with
+`RhythmAction`s."""
 
-from .client import RhythmEnvClient, RhythmServerError
+from .client import RhythmEnv, RhythmEnvClient, RhythmServerError
 from .models import RhythmAction, RhythmObservation, RhythmState
 
-__all__ = ["RhythmAction", "RhythmEnvClient", "RhythmObservation", "RhythmServerError", "RhythmState"]
+__all__ = ["RhythmAction", "RhythmEnv", "RhythmEnvClient", "RhythmObservation", "RhythmServerError", "RhythmState"]

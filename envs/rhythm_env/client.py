@@ -1,5 +1,18 @@
-"""The OpenEnv client of RhythmEnv: one WebSocket session, one week at a time (`.sync()` to block)."""
+"""The OpenEnv client of RhythmEnv: one WebSocket session, one week at a time (`.sync()` to block).
 
-from rhythm_core.text_env.openenv_server import RhythmEnvClient, RhythmServerError
+OpenEnv's `AutoEnv.from_env("rhythm_env")` and `AutoAction.from_env("rhythm_env")` look in this module for
+`RhythmEnv`, `RhythmAction` and `RhythmObservation` (its `<Name>Env` convention), so they are here beside
+`RhythmEnvClient`, which `RhythmEnv` is.
+"""
 
-__all__ = ["RhythmEnvClient", "RhythmServerError"]
+from rhythm_core.text_env.openenv_server import (
+    RhythmAction,
+    RhythmEnvClient,
+    RhythmObservation,
+    RhythmServerError,
+    RhythmState,
+)
+
+RhythmEnv = RhythmEnvClient
+
+__all__ = ["RhythmAction", "RhythmEnv", "RhythmEnvClient", "RhythmObservation", "RhythmServerError", "RhythmState"]

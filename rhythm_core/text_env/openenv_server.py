@@ -17,11 +17,14 @@ TextWeek's message; either way the session keeps its week and the server keeps s
 
 from __future__ import annotations
 
+import math
 from functools import partial
 from typing import Annotated, Any, Literal
 from uuid import uuid4
 
-from fastapi import WebSocketDisconnect
+from fastapi import HTTPException, WebSocketDisconnect
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from openenv.core.client_types import StepResult
 from openenv.core.env_client import EnvClient
@@ -69,9 +72,11 @@ class RhythmAction(Action):
     @classmethod
     def _finite(cls, value: Any) -> Any:
         # JSON carries a NaN back as null, so the message itself names it (a PydanticCustomError: the server
-        # serialises its context, which a ValueError's would break).
-        if isinstance(value, float) and value != value:
-            raise PydanticCustomError("nan_belief", "must be a number in [0, 1], got NaN")
+        # serialises its context, which a ValueError's would break). HTTP's JSON reads Infinity and 1e400 as
+        # inf, which the bound check would call merely "greater than 1".
+        if isinstance(value, float) and not math.isfinite(value):
+            got = "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
+            raise PydanticCustomError("non_finite_belief", f"must be a number in [0, 1], got {got}")
         return value
 
 
@@ -156,14 +161,45 @@ def create_rhythm_app(*, purpose: str = "training", grader: str = DEFAULT_GRADER
     if isinstance(max_sessions, bool) or not isinstance(max_sessions, int) or max_sessions < 1:
         raise ValueError(f"max_sessions must be an integer >= 1, got {max_sessions!r}")
     app = create_app(partial(RhythmEnvironment, purpose=purpose, grader=grader), RhythmAction, RhythmObservation,
-                     env_name="rhythm_env", max_concurrent_envs=max_sessions)
+                     env_name="rhythm_env", max_concurrent_envs=max_sessions, state_cls=RhythmState)
     app.add_exception_handler(RhythmRequestError, _bad_request)
+    app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(RequestValidationError, _invalid_request)
     app.add_exception_handler(WebSocketDisconnect, _client_gone)
     return app
 
 
 async def _bad_request(_request, exc: RhythmRequestError):
     return JSONResponse(status_code=400, content={"detail": str(exc)})
+
+
+def _finite_json(value: Any) -> Any:
+    """`value` with every non-finite float written as a string: JSON has no NaN or Infinity, and an answer
+    that echoes one (a validation error's `input`) would otherwise fail to serialise, a 500."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {k: _finite_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite_json(v) for v in value]
+    return value
+
+
+def _error_lines(errors: list) -> str:
+    return "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ())) or 'request'}: {e.get('msg')}" for e in errors)
+
+
+async def _http_error(_request, exc: HTTPException):
+    # OpenEnv's /step answers a refused action with HTTPException(422, errors()): the same answer, serialisable.
+    content = {"detail": _finite_json(jsonable_encoder(exc.detail, custom_encoder={float: lambda f: f}))}
+    if exc.status_code == 422 and isinstance(exc.detail, list):
+        content["message"] = _error_lines(exc.detail)
+    return JSONResponse(status_code=exc.status_code, content=content, headers=getattr(exc, "headers", None))
+
+
+async def _invalid_request(_request, exc: RequestValidationError):
+    errors = _finite_json(jsonable_encoder(exc.errors(), custom_encoder={float: lambda f: f}))
+    return JSONResponse(status_code=422, content={"detail": errors, "message": _error_lines(errors)})
 
 
 async def _client_gone(_websocket, _exc) -> None:
