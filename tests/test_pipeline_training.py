@@ -56,12 +56,7 @@ def test_a_crash_in_the_training_subprocess_fails_the_step_only(instance):
 
 @pytest.mark.slow
 def test_all_seven_assets_materialize(instance):
-    config = {"ops": {"teacher_trajectories": {"config": {"seeds": "1000-1015"}},
-                      "sft_checkpoint": {"config": {"max_steps": 20, "short_context_steps": 0}},
-                      "grpo_checkpoint": {"config": {"max_steps": 2, "teacher_prompts": 16, "student_episodes": 1}},
-                      "eval_rollouts": {"config": {"continuous_seeds": "0-3", "ood_seeds": "10000-10001",
-                                                   "discrete3_seeds": "20000-20002", "max_new_tokens": 64}}}}
-    result = dg.materialize([*ALL, *EVAL_CHECKS], instance=instance, resources=RESOURCES, run_config=config)
+    result = dg.materialize([*ALL, *EVAL_CHECKS], instance=instance, resources=RESOURCES, run_config=SMALL)
     assert result.success
     events = {e.asset_key.to_user_string(): e.event_specific_data.materialization
               for e in result.get_asset_materialization_events()}

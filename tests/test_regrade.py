@@ -12,11 +12,13 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from tests.test_pipeline_training import SMALL as PIPELINE_SMALL
+
 REPO = Path(__file__).resolve().parents[1]
 SMALL = {"ops": {
     "teacher_trajectories": {"config": {"seeds": "1000-1007"}},
     "sft_checkpoint": {"config": {"max_steps": 10, "short_context_steps": 0}},
-    "grpo_checkpoint": {"config": {"max_steps": 1, "teacher_prompts": 8, "student_episodes": 0}},
+    "grpo_checkpoint": PIPELINE_SMALL["ops"]["grpo_checkpoint"],
     "eval_rollouts": {"config": {"continuous_seeds": "0-3", "ood_seeds": "10000-10001",
                                  "discrete3_seeds": "20000-20002", "max_new_tokens": 48}},
 }}

@@ -457,11 +457,12 @@ def test_the_lineage_tracks_every_stage_and_registers_the_best_student(instance)
     from rhythm_core.tracking import local_store_uri
     from rhythm_pipeline.definitions import defs
     from rhythm_pipeline.settings import artifact_root
+    from tests.test_pipeline_training import SMALL
 
     config = {"ops": {
         "teacher_trajectories": {"config": {"seeds": "1000-1007"}},
         "sft_checkpoint": {"config": {"max_steps": 10, "short_context_steps": 0}},
-        "grpo_checkpoint": {"config": {"max_steps": 1, "teacher_prompts": 8, "student_episodes": 0}},
+        "grpo_checkpoint": SMALL["ops"]["grpo_checkpoint"],
         "eval_rollouts": {"config": {"continuous_seeds": "0-3", "ood_seeds": "10000-10001",
                                      "discrete3_seeds": "20000-20002", "max_new_tokens": 48}},
     }}
