@@ -3,7 +3,9 @@ without a shared volume run it: `python -m rhythm_pipeline.demo` on the multipro
 step in a process of its own whose local cache starts empty (RHYTHM_ARTIFACT_CACHE with `{pid}`), at
 the smallest settings that exercise every stage. It must give the scores, checks and checkpoint
 versions a local root gives, pass every blocking check, write nothing under the local root but
-caches, and re-grade from the store alone."""
+caches, and re-grade from the store alone. And the way an operator runs it (issue 79): steps in one
+process, the default cache shared by all of them, a bucket and prefix of the operator's; the SFT
+student's version must be the local root's there too."""
 
 import json
 import os
@@ -13,8 +15,11 @@ import sys
 import uuid
 from pathlib import Path
 
+import dagster as dg
 import pytest
 
+from rhythm_core.store import ARTIFACTS_VAR, CACHE_VAR, sha256_file
+from rhythm_core.training.publish import PLAY_FILES
 from tests.s3_server import seaweedfs
 
 pytestmark = pytest.mark.slow
@@ -111,3 +116,60 @@ def test_the_lineage_on_s3_with_empty_caches_matches_a_local_root_and_regrades_f
         failed = _run(["rhythm_pipeline.ops", "run", "regrade"], warm)
         assert failed.returncode == 1
         assert "trajectories.jsonl: changed after it was published" in failed.stdout + failed.stderr
+
+
+# The lineage through SFT, small: both SFT phases (short context, then whole weeks) on 8 teacher weeks.
+THROUGH_SFT = {"ops": {"teacher_trajectories": {"config": {"seeds": "1000-1007"}},
+                       "sft_checkpoint": {"config": {"max_steps": 4, "short_context_steps": 2}}}}
+
+
+def _through_sft(home: Path) -> tuple[dict, Path]:
+    """Materialize the lineage through sft_checkpoint as the demo runs it (every step in this
+    process) on an instance under `home`; the sft_dataset and sft_checkpoint values, and the
+    instance's storage folder."""
+    from rhythm_pipeline.defs.assets.data import reeval_report, sft_dataset, teacher_trajectories
+    from rhythm_pipeline.defs.assets.training import sft_checkpoint
+    from rhythm_pipeline.defs.resources import ArtifactStoreResource, ComputeResource, HubResource, TeacherResource
+    from rhythm_pipeline.defs.tracking import TrackingResource
+
+    resources = {"teacher": TeacherResource(), "hub": HubResource(), "compute": ComputeResource(),
+                 "tracking": TrackingResource(enabled=False), "artifacts": ArtifactStoreResource()}
+    home.mkdir(parents=True)
+    with dg.instance_for_test(temp_dir=str(home)) as instance:
+        result = dg.materialize([teacher_trajectories, reeval_report, sft_dataset, sft_checkpoint], instance=instance,
+                                resources=resources, run_config=THROUGH_SFT)
+        assert result.success
+        return ({key: result.output_for_node(key) for key in ("sft_dataset", "sft_checkpoint")},
+                Path(instance.storage_directory()))
+
+
+def _student_files(model_dir: Path) -> dict[str, str]:
+    """What a checkpoint's version is made of, file by file (`publish.checkpoint_version`)."""
+    names = [*(p.name for p in model_dir.glob("*.safetensors")), *PLAY_FILES]
+    return {name: sha256_file(model_dir / name) for name in names if (model_dir / name).is_file()}
+
+
+def test_sft_on_s3_with_the_shared_default_cache_under_any_bucket_and_prefix_has_the_local_version(tmp_path,
+                                                                                                    monkeypatch):
+    for name in [k for k in os.environ if k.startswith("AWS_")] + [ARTIFACTS_VAR, CACHE_VAR]:
+        monkeypatch.delenv(name, raising=False)
+    local, local_storage = _through_sft(tmp_path / "local")
+    version = local["sft_checkpoint"]["version"]
+    local_student = local_storage / "rhythm" / "sft_checkpoint" / version / "model"
+
+    with seaweedfs(tmp_path / "seaweedfs") as s3:
+        bucket = s3.make_bucket(f"ops-{uuid.uuid4().hex[:8]}")  # neither the bucket nor the prefix is `rhythm`
+        for name, value in s3.env.items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setenv(ARTIFACTS_VAR, f"s3://{bucket}/lineage/team-a")  # no RHYTHM_ARTIFACT_CACHE: the default
+        remote, storage = _through_sft(tmp_path / "operator")
+        published = s3.filesystem().exists(f"{bucket}/lineage/team-a/sft_checkpoint/{remote['sft_checkpoint']['version']}"
+                                           "/.rhythm-files.json")
+
+    assert published and remote["sft_checkpoint"]["path"].startswith(f"s3://{bucket}/lineage/team-a/sft_checkpoint/")
+    assert not (storage / "rhythm").exists()  # every step published into and read from the shared default cache
+    assert (remote["sft_dataset"]["version"], remote["sft_dataset"]["files_digest"]) == \
+        (local["sft_dataset"]["version"], local["sft_dataset"]["files_digest"])
+    student = storage / "rhythm-cache" / "sft_checkpoint" / remote["sft_checkpoint"]["version"] / "model"
+    assert _student_files(student) == _student_files(local_student)  # the weights and the files that load them
+    assert remote["sft_checkpoint"]["version"] == version
