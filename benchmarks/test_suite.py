@@ -30,7 +30,7 @@ def timed(command: list[str], env: dict | None = None) -> tuple[float, str, int]
     return time.monotonic() - start, done.stdout + done.stderr, done.returncode
 
 
-def pytest_figures(output: str, seconds: float, returncode: int, slowest: int) -> dict:
+def pytest_figures(seconds: float, output: str, returncode: int, slowest: int) -> dict:
     """The wall seconds, pytest's own count line and its slowest tests, from one run's output."""
     counts, durations = None, []
     for line in output.splitlines():
@@ -44,7 +44,7 @@ def pytest_figures(output: str, seconds: float, returncode: int, slowest: int) -
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workers", default="1,2", help="the default suite on each of these worker counts")
+    parser.add_argument("--workers", default="2,1", help="the default suite on each of these worker counts")
     parser.add_argument("--no-install", action="store_true", help="skip the fresh install into a scratch venv")
     parser.add_argument("--no-slow", action="store_true", help="skip the slow set")
     parser.add_argument("--slowest", type=int, default=25)
@@ -54,6 +54,11 @@ def main(argv=None) -> int:
         raise SystemExit(f"{python} is missing: run `make install` first")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RHYTHM_", "PYTEST_"))}
     stages = {}
+
+    def save():  # after every stage: a run stopped part way keeps what it measured
+        write_result("test_suite", {"stages": stages, "load_average_at_end": [round(x, 2) for x in os.getloadavg()]},
+                     question="How long do `make test` and CI's stages take on this machine, and which tests "
+                              "dominate?", argv=sys.argv)
     if not args.no_install:
         scratch = Path(tempfile.mkdtemp(prefix="rhythm-install-"))
         try:
@@ -65,8 +70,10 @@ def main(argv=None) -> int:
             shutil.rmtree(scratch, ignore_errors=True)
     seconds, output, rc = timed([python, "-m", "ruff", "check", "."], env)
     stages["lint"] = {"seconds": round(seconds, 1), "returncode": rc}
-    default = {}
-    for workers in [int(w) for w in args.workers.split(",")]:
+    save()
+    default = stages["default"] = {}
+
+    def default_suite(workers: int):
         command = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow",
                    f"--durations={args.slowest}"]
         if workers > 1:
@@ -74,16 +81,19 @@ def main(argv=None) -> int:
         print(f"default suite on {workers} worker(s)…", file=sys.stderr)
         default[str(workers)] = pytest_figures(*timed(command, env), args.slowest)
         print(f"  {default[str(workers)]['seconds']} s, {default[str(workers)]['counts']}", file=sys.stderr)
-    stages["default"] = default
+        save()
+
+    first, *others = [int(w) for w in args.workers.split(",")]
+    default_suite(first)  # CI's setting first, then the slow set, then the variants beside it
     if not args.no_slow:
         print("slow set on 2 workers…", file=sys.stderr)
         command = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "slow", "-n", "2", "--dist",
                    "loadscope", f"--durations={args.slowest}"]
         stages["slow"] = pytest_figures(*timed(command, env), args.slowest)
         print(f"  {stages['slow']['seconds']} s, {stages['slow']['counts']}", file=sys.stderr)
-    load = os.getloadavg()
-    write_result("test_suite", {"stages": stages, "load_average_at_end": [round(x, 2) for x in load]},
-                 question="How long do `make test` and CI's stages take on this machine, and which tests dominate?")
+        save()
+    for workers in others:
+        default_suite(workers)
     return 0
 
 
