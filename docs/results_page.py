@@ -332,20 +332,22 @@ def fig_test_suite() -> str:
     stages = record["figures"]["stages"]
     default = stages["default"]
     workers = max(default, key=int)
-    tests = default[workers]["counts"] or {}
-    where = f"{record['machine']['cores']}-core {record['machine']['cpu']}, {record['date']}, code at `{record['commit']}`"
-    parts = [f"`make test` ran lint in {stages['lint']['seconds']:.0f} s and the {tests.get('passed', 0)} default tests "
-             f"in {default[workers]['seconds']:.0f} s on {workers} workers"]
-    if "1" in default and workers != "1":
-        parts[-1] += f" ({default['1']['seconds']:.0f} s on one)"
+
+    def took(seconds: float) -> str:
+        return "under 1 s" if seconds < 1 else f"{seconds:.0f} s"
+
+    def tests(run: dict) -> int:
+        return sum((run["counts"] or {}).get(k, 0) for k in ("passed", "failed", "error"))
+
+    parts = [f"install {took(stages['install']['seconds'])}"] if "install" in stages else []
+    parts += [f"lint {took(stages['lint']['seconds'])}",
+              f"the {tests(default[workers])} default tests {took(default[workers]['seconds'])} on {workers} workers"
+              + (f" ({took(default['1']['seconds'])} on one)" if "1" in default and workers != "1" else "")]
     if "slow" in stages:
-        parts.append(f"the {(stages['slow']['counts'] or {}).get('passed', 0)} slow tests in "
-                     f"{stages['slow']['seconds']:.0f} s")
-    if "install" in stages:
-        parts.append(f"a fresh install in {stages['install']['seconds']:.0f} s")
-    total = sum(stages[k]["seconds"] for k in ("install", "lint", "slow") if k in stages) + default[workers]["seconds"]
-    return (", ".join(parts) + f": CI's stages add up to {total / 60:.0f} minutes on this machine ({where}; "
-            "machines of this kind differ up to 2.5× in speed; `python benchmarks/test_suite.py`)")
+        parts.append(f"the {tests(stages['slow'])} slow tests {took(stages['slow']['seconds'])}")
+    machine = record["machine"]
+    return (f"On a {machine['cores']}-core {machine['cpu']} ({record['date']}, code at `{record['commit']}`): "
+            + ", ".join(parts) + "; machines of this kind differ up to 2.5× (`benchmarks/test_suite.py`).")
 
 
 FIGURES = {
