@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .conditions import TRAINING_SEEDS, TUNING_SEEDS, check_purpose_seeds, check_seed, get_condition
+from .conditions import TRAINING_SEEDS, TUNING_SEEDS, check_purpose_seeds, check_training_seeds, get_condition
 
 PURPOSES = ("training", "evaluation")
 
@@ -59,33 +59,9 @@ def check_integer_seed(seed) -> int:
 
 
 def week_seeds(condition: str, seeds, purpose: str) -> list[int]:
-    """The given episode seeds, each allowed for `purpose` (ValueError naming the first refused one). The
-    messages are written for whoever plays the weeks (a client of a server, a trainer), not the pipeline."""
+    """The given episode seeds, each allowed for `purpose` (ValueError naming the first refused one)."""
     check_purpose(purpose)
-    seeds = [check_integer_seed(s) for s in seeds]
-    if purpose == "training":
-        _check_training_weeks(condition, seeds)
-    return check_purpose_seeds(condition, seeds, purpose)
-
-
-def _check_training_weeks(condition: str, seeds: list[int]) -> None:
-    get_condition(condition)
-    allowed = TRAINING_SEEDS.get(condition)
-    if allowed is None:
-        raise ValueError(f"condition {condition!r} is evaluation-only; training weeks come from: "
-                         + ", ".join(f"{c} {r.start}-{r.stop - 1}" for c, r in TRAINING_SEEDS.items()))
-    for seed in seeds:
-        check_seed(condition, seed)  # a seed outside the condition is named as such
-    tuning = TUNING_SEEDS.get(condition, range(0))
-    for refused, what, rule in [
-        ([s for s in seeds if s not in allowed], "not a training seed",
-         f"{condition} training seeds are {allowed.start}-{allowed.stop - 1} (the rest are reserved for evaluation)"),
-        ([s for s in seeds if s in tuning], "a tuning seed",
-         f"{condition} seeds {tuning.start}-{tuning.stop - 1} are reserved for tuning"),
-    ]:
-        if refused:
-            more = f" ({len(refused)} such)" if len(refused) > 1 else ""
-            raise ValueError(f"seed {refused[0]} is {what}{more}; {rule}")
+    return check_purpose_seeds(condition, [check_integer_seed(s) for s in seeds], purpose)
 
 
 def week_seed(condition: str, seed, purpose: str, rng: np.random.Generator) -> int:
@@ -98,7 +74,7 @@ def week_seed(condition: str, seed, purpose: str, rng: np.random.Generator) -> i
     if purpose == "evaluation":
         raise ValueError("an evaluation week needs its seed (evaluation seeds are listed, never drawn)")
     if condition not in TRAINING_SEEDS:
-        _check_training_weeks(condition, [])  # names the conditions that have training seeds
+        check_training_seeds(condition, [])  # names the conditions that have training seeds
     return draw_training_seeds(rng, condition)
 
 

@@ -21,8 +21,9 @@ import math
 import numpy as np
 
 from ..env import RhythmEnv
+from ..env.conditions import EVAL_SEEDS, TRAINING_SEEDS, TUNING_SEEDS, check_seed, get_condition
 from ..env.episode import EpisodeBatch
-from ..env.seed_rules import PURPOSES, check_purpose, week_seed
+from ..env.seed_rules import PURPOSES, check_integer_seed, check_purpose, week_seed
 from ..env.spec import ACTIONS, BELIEF_DIMS, STEPS_PER_EPISODE, action_index
 from ..graders import DEFAULT_GRADER, GRADERS, get_grader
 from ..protocol import fallback_action, render_labeled_turn, render_tool_answer
@@ -34,6 +35,36 @@ BELIEF_HELP = {
     "morning": "belief about the morning dimension, 0 night owl .. 1 morning person",
     "work": "belief about the work dimension, 0 drained by work .. 1 workaholic",
 }
+
+
+def check_seed_for_a_player(condition: str, seed, purpose: str) -> None:
+    """ValueError in words for whoever plays the week (a client of a server, a trainer) where `seed` is
+    not one of `purpose`'s: which seeds are, and that tuning seeds are reserved. The simulator's own
+    check (seed_rules.week_seed) still runs after it; its wording is the pipeline's."""
+    if seed is None:
+        return
+    check_purpose(purpose)
+    get_condition(condition)
+    seed = check_seed(condition, check_integer_seed(seed))  # a seed outside the condition is named as such
+    tuning = TUNING_SEEDS.get(condition, range(0))
+    if purpose == "evaluation":
+        allowed = EVAL_SEEDS[condition]
+        if seed not in allowed:
+            what = (f"a tuning seed, reserved ({tuning.start}-{tuning.stop - 1})" if seed in tuning
+                    else "a training seed")
+            raise ValueError(f"seed {seed} is not an evaluation seed of {condition} "
+                             f"({allowed.start}-{allowed.stop - 1}); it is {what}")
+        return
+    allowed = TRAINING_SEEDS.get(condition)
+    if allowed is None:
+        raise ValueError(f"condition {condition!r} is evaluation-only; training weeks come from: "
+                         + ", ".join(f"{c} {r.start}-{r.stop - 1}" for c, r in TRAINING_SEEDS.items()))
+    if seed not in allowed:
+        raise ValueError(f"seed {seed} is not a training seed; {condition} training seeds are "
+                         f"{allowed.start}-{allowed.stop - 1} (the rest are reserved for evaluation)")
+    if seed in tuning:
+        raise ValueError(f"seed {seed} is a tuning seed; {condition} seeds {tuning.start}-{tuning.stop - 1} "
+                         "are reserved for tuning")
 
 
 def check_reset_arguments(given: dict, allowed) -> None:
@@ -76,6 +107,7 @@ class TextWeek:
     def start(self, condition: str = "continuous", seed: int | None = None) -> str:
         """Start the week of `condition` and `seed` (None: a drawn training week); returns the first
         observation. Refused seeds raise ValueError and keep the week that was being played."""
+        check_seed_for_a_player(condition, seed, self.purpose)
         episode_seed = week_seed(condition, seed, self.purpose, self._rng)
         env = RhythmEnv(condition)
         obs, _ = env.reset(seed=episode_seed)
