@@ -12,7 +12,6 @@ import subprocess
 import sys
 import threading
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -157,7 +156,10 @@ def test_the_wheel_carries_openenv_yaml_and_autoenv_plays_a_week_from_it(tmp_pat
     site = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(wheel)],
                    check=True, timeout=300)
-    with served_in_thread() as url:
+    from rhythm_core.text_env.openenv_server import create_rhythm_app
+    from tests.test_openenv_server import served_in_thread
+
+    with served_in_thread(create_rhythm_app(max_sessions=2)) as url:
         env = {**os.environ, "PYTHONPATH": str(site), "XDG_CACHE_HOME": str(tmp_path / "cache")}
         played = subprocess.run([sys.executable, "-c", AUTO_PLAY, url, json.dumps(plan()), str(SEED)], env=env,
                                 capture_output=True, text=True, timeout=300, cwd=tmp_path)
@@ -167,24 +169,3 @@ def test_the_wheel_carries_openenv_yaml_and_autoenv_plays_a_week_from_it(tmp_pat
     assert (answer["client"], answer["action"], answer["done"], answer["seed"]) == (
         "RhythmEnvClient", "RhythmAction", True, SEED)
     assert answer["reward"] == expected_grade()
-
-
-@contextmanager
-def served_in_thread():
-    import uvicorn
-
-    from rhythm_core.text_env.openenv_server import create_rhythm_app
-
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(create_rhythm_app(max_sessions=2), log_level="warning"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        while not server.started and thread.is_alive():
-            thread.join(0.02)
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
