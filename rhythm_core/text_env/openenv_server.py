@@ -75,8 +75,7 @@ class RhythmAction(Action):
         # serialises its context, which a ValueError's would break). HTTP's JSON reads Infinity and 1e400 as
         # inf, which the bound check would call merely "greater than 1".
         if isinstance(value, float) and not math.isfinite(value):
-            got = "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
-            raise PydanticCustomError("non_finite_belief", f"must be a number in [0, 1], got {got}")
+            raise PydanticCustomError("non_finite_belief", f"must be a number in [0, 1], got {_non_finite(value)}")
         return value
 
 
@@ -173,11 +172,15 @@ async def _bad_request(_request, exc: RhythmRequestError):
     return JSONResponse(status_code=400, content={"detail": str(exc)})
 
 
+def _non_finite(value: float) -> str:
+    return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
+
+
 def _finite_json(value: Any) -> Any:
     """`value` with every non-finite float written as a string: JSON has no NaN or Infinity, and an answer
     that echoes one (a validation error's `input`) would otherwise fail to serialise, a 500."""
     if isinstance(value, float) and not math.isfinite(value):
-        return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
+        return _non_finite(value)
     if isinstance(value, dict):
         return {k: _finite_json(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
