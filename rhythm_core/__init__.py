@@ -12,6 +12,10 @@ Packages follow the lineage, lowest layer first; a package imports only those ab
     evaluation/  baseline tables, evaluation rollouts and graded results
     compute/     remote training backends (Hugging Face Jobs)
 
+env/, graders/, text_env/ and protocol/ (below) are the environment's layers: their source is in the
+environment package's folder, envs/rhythm_env/rhythm_core/, the one copy, which that package installs
+alone (the Space) and this project's package ships under these names.
+
 At the top, only what spans stages: `protocol` (prompts and answers between the env and a language
 model; imported by teacher/, data/, training/), `artifacts` (atomic publishing, the JSONL writer, the
 record of a published artifact's files, `StageIncomplete`), `outputs` (where a command or stage may

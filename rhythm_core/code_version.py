@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import importlib.util
 import json
 from collections.abc import Iterable
 from functools import cache
@@ -21,14 +22,31 @@ from pathlib import Path
 PACKAGE = "rhythm_core"
 ROOT = Path(__file__).resolve().parent
 EXCLUDED = ("rhythm_core.graders",)
+# rhythm_core's packages whose source lives in the environment package's folder (envs/rhythm_env); a
+# module is hashed by its name and code wherever its file is, so where it lives changes no version.
+ENV_LAYERS = ("env", "protocol", "graders", "text_env")
+
+
+@cache
+def _package_dir(name: str) -> Path:
+    spec = importlib.util.find_spec(f"{PACKAGE}.{name}")
+    if spec is None or spec.origin is None:
+        raise ModuleNotFoundError(f"{PACKAGE}.{name} is not installed (pip install -e . installs it)")
+    return Path(spec.origin).resolve().parent
+
+
+def _file_base(parts: list[str]) -> Path:
+    if parts and parts[0] in ENV_LAYERS:
+        return _package_dir(parts[0]).joinpath(*parts[1:])
+    return ROOT.joinpath(*parts)
 
 
 def _path(module: str) -> Path | None:
     parts = module.split(".")[1:]
-    package = ROOT.joinpath(*parts) / "__init__.py"
+    package = _file_base(parts) / "__init__.py"
     if package.is_file():
         return package
-    file = ROOT.joinpath(*parts).with_suffix(".py") if parts else None
+    file = _file_base(parts).with_suffix(".py") if parts else None
     return file if file is not None and file.is_file() else None
 
 
@@ -137,7 +155,7 @@ def grader_version(name: str) -> str:
     if name not in GRADERS:
         raise ValueError(f"unknown grader {name!r}; allowed: {', '.join(GRADERS)}")
     digest = hashlib.sha256(name.encode())
-    for path in sorted((ROOT / "graders").glob("*.py")):
+    for path in sorted(_package_dir("graders").glob("*.py")):
         module = f"{PACKAGE}.graders.{path.stem}" if path.stem != "__init__" else f"{PACKAGE}.graders"
         digest.update(module.encode() + b"\0" + normalized_source(module).encode() + b"\0")
     return f"{name}:{digest.hexdigest()[:12]}"

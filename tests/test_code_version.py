@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from rhythm_core.code_version import ENV_LAYERS
+
 REPO = Path(__file__).resolve().parents[1]
 UPSTREAM_OF_TRAINING = {"teacher_trajectories", "reeval_report", "sft_dataset"}
 
@@ -20,6 +22,9 @@ def clone(tmp_path: Path) -> Path:
     root = tmp_path / "checkout"
     for package in ("rhythm_core", "rhythm_pipeline"):
         shutil.copytree(REPO / package, root / package, ignore=shutil.ignore_patterns("__pycache__"))
+    for layer in ENV_LAYERS:  # inside rhythm_core, as an installed wheel lays them out
+        shutil.copytree(REPO / "envs" / "rhythm_env" / "rhythm_core" / layer, root / "rhythm_core" / layer,
+                        ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(REPO / "pyproject.toml", root / "pyproject.toml")  # the dg project config the defs folder loads by
     return root
 

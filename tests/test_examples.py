@@ -43,11 +43,9 @@ print(json.dumps(sorted(m for m in sys.modules if m.startswith(("rhythm", "dagst
 
 
 def in_the_slim_wheel(module: str) -> bool:
-    """rhythm_core's top-level modules and its env, protocol, graders and text_env packages."""
-    if module == "rhythm_core" or module.startswith(SLIM):
-        return True
-    top = module.split(".")
-    return len(top) == 2 and top[0] == "rhythm_core" and (ROOT / "rhythm_core" / f"{top[1]}.py").is_file()
+    """The env, protocol, graders and text_env packages the environment package ships; `rhythm_core` itself
+    and its `kernels`, which this checkout's full package runs on import (the slim one has neither)."""
+    return module in ("rhythm_core", "rhythm_core.kernels") or module.startswith(SLIM)
 
 
 def test_the_grpo_example_answers_help_with_trls_flags_and_imports_only_the_env_package_and_trl():

@@ -34,13 +34,57 @@ def validate(*args: str) -> subprocess.CompletedProcess:
 def test_openenv_validate_passes_on_the_package_folder():
     static = validate(str(PACKAGE), "--level", "static", "--skip-build")
     assert static.returncode == 0 and "PASS  static.manifest" in static.stdout and "Verdict: PASS" in static.stdout
-    # Every level: what needs the Docker image is skipped here, nothing fails.
+    # Every level: the runtime checks are declared (validation.execution) and need the Docker image, which
+    # --skip-build skips here; nothing fails.
     full = validate(str(PACKAGE), "--skip-build")
     assert full.returncode == 0 and "FAIL" not in full.stdout, full.stdout
+    assert "missing validation.execution" not in full.stdout and "--skip-build" in full.stdout
     for name in ("openenv.yaml", "pyproject.toml", "README.md", "models.py", "client.py", "server/app.py",
-                 "server/Dockerfile"):
+                 "server/Dockerfile", ".dockerignore", "validation/runtime.json"):
         assert (PACKAGE / name).is_file(), name
     assert (PACKAGE / "README.md").read_text().startswith("---\ntitle: RhythmEnv")  # the Space front matter
+    assert "base_path" not in (PACKAGE / "README.md").read_text().split("---")[1]  # no web interface claimed
+
+
+def runtime_plan():
+    """The week `openenv validate` plays on the built image: openenv.yaml's execution declaration, read by
+    OpenEnv's own parser."""
+    from openenv.validation.parsers.openenv_yaml import OpenEnvYamlParser
+    from openenv.validation.runtime.contracts import load_runtime_plan
+
+    manifest = OpenEnvYamlParser().parse(PACKAGE)
+    execution = manifest.execution
+    assert (execution.dockerfile, execution.context, execution.kind) == ("server/Dockerfile", ".", "openenv_ws")
+    return load_runtime_plan(PACKAGE, execution)
+
+
+def play_the_runtime_plan(url: str) -> tuple[int, float]:
+    """OpenEnv's runtime collector on `url` with the declared plan: (steps played, the last reward); the
+    reward is the grade TextWeek gives the same week."""
+    import json
+
+    from openenv.validation.runtime.collector import collect_runtime_evidence
+
+    runtime = runtime_plan()
+    evidence = collect_runtime_evidence(url, runtime, episode_timeout_s=60)
+    assert evidence.failure_reason is None, evidence.failure_reason
+    steps = [json.loads(e.response_json)["data"] for e in evidence.exchanges if e.operation == "step"]
+    state = json.loads(evidence.exchanges[-1].response_json)["data"]
+    assert (state["condition"], state["seed"], state["episode_id"]) == (
+        runtime.reset.options["condition"], runtime.reset.seed, runtime.reset.episode_id)
+    week = TextWeek()
+    week.start(runtime.reset.options["condition"], runtime.reset.seed)
+    for action in runtime.actions:
+        week.act(action["action"], action["social"], action["morning"], action["work"])
+    assert steps[-1]["done"] and steps[-1]["reward"] == week.grade()
+    return len(steps), steps[-1]["reward"]
+
+
+def test_the_declared_runtime_probe_plays_a_whole_week():
+    from tests.test_openenv_server import served_in_thread
+
+    with served_in_thread(openenv_server.create_rhythm_app(max_sessions=1)) as url:
+        assert play_the_runtime_plan(url)[0] == STEPS_PER_EPISODE
 
 
 def test_the_package_serves_rhythm_cores_env_and_passes_validate_url(monkeypatch):
@@ -91,32 +135,65 @@ def expected_grade() -> float:
     return week.grade()
 
 
+def dockerfile_steps() -> dict:
+    """server/Dockerfile's instructions, which the slow test carries out without Docker; any other
+    instruction fails here, so the test keeps following the Dockerfile as it changes."""
+    import json
+    import shlex
+
+    steps = {"run": []}
+    for line in (PACKAGE / "server" / "Dockerfile").read_text().replace("\\\n", " ").splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        word, _, rest = line.strip().partition(" ")
+        if word == "COPY":
+            source, target = rest.split()
+            assert source == "." and "copy" not in steps, line
+            steps["copy"] = target
+        elif word == "RUN":
+            steps["run"].append(shlex.split(rest))
+        elif word == "CMD":
+            steps["cmd"] = json.loads(rest)
+        elif word == "WORKDIR":
+            steps["workdir"] = rest.strip()
+        else:
+            assert word in ("FROM", "EXPOSE", "HEALTHCHECK"), line
+    return steps
+
+
 @pytest.mark.slow
-def test_the_package_installs_without_torch_or_dagster_and_serves_a_week(tmp_path):
-    """A fresh virtualenv (no system site-packages), `pip install envs/rhythm_env` from PyPI under the
-    project's lock, its `server` script on a free port, a week played from this process's client."""
+def test_the_folder_alone_built_by_the_dockerfiles_steps_serves_a_week_without_torch_or_dagster(tmp_path):
+    """No Docker engine here: the Dockerfile's steps in a fresh virtualenv (no system site-packages) over a
+    copy of envs/rhythm_env alone, the build context (pip under the project's lock, through PIP_CONSTRAINT);
+    its CMD on a free port; `openenv validate --url`, the declared runtime week and a client's week."""
+    steps = dockerfile_steps()
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
-    python = venv / "bin" / "python"
-    build = tmp_path / "src"  # a copy: the in-tree build writes build/ and *.egg-info beside the sources
-    shutil.copytree(PACKAGE, build / "envs" / "rhythm_env")
-    shutil.copytree(ROOT / "rhythm_core", build / "rhythm_core", ignore=shutil.ignore_patterns("__pycache__"))
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "-c", str(ROOT / "requirements.lock"),
-                    str(build / "envs" / "rhythm_env")], check=True, timeout=1200)
-    missing = subprocess.run([str(python), "-c", "import importlib.util as u; print([m for m in ('torch', 'dagster', "
-                              "'mlflow', 'transformers') if u.find_spec(m)])"], capture_output=True, text=True)
+    image = tmp_path / "image"
+    app = image / steps["copy"].lstrip("/")
+    shutil.copytree(PACKAGE, app, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "build"))
+    env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, "PATH": f"{venv / 'bin'}:{os.environ['PATH']}",
+           "PIP_CONSTRAINT": str(ROOT / "requirements.lock")}
+    for command in steps["run"]:
+        command = [str(image / a.lstrip("/")) if a.startswith(steps["copy"]) else a for a in command]
+        subprocess.run(command, check=True, timeout=1200, env=env, cwd=app)
+    missing = subprocess.run([str(venv / "bin" / "python"), "-c", "import importlib.util as u; print([m for m in "
+                              "('torch', 'dagster', 'mlflow', 'transformers') if u.find_spec(m)])"],
+                             capture_output=True, text=True, env=env)
     assert missing.stdout.strip() == "[]"
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    server = subprocess.Popen([str(venv / "bin" / "server"), "--host", "127.0.0.1", "--port", str(port)],
-                              cwd=tmp_path, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    cmd = steps["cmd"]
+    cmd[cmd.index("--port") + 1], cmd[cmd.index("--host") + 1] = str(port), "127.0.0.1"
+    server = subprocess.Popen(cmd, cwd=image / steps["workdir"].lstrip("/"), env=env)
     try:
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 120
         while validate("--url", url).returncode != 0:
             assert server.poll() is None and time.monotonic() < deadline, "the installed server never came up"
             time.sleep(1)
+        assert play_the_runtime_plan(url)[0] == STEPS_PER_EPISODE
         assert play(openenv_server.RhythmEnvClient, openenv_server.RhythmAction, url) == expected_grade()
     finally:
         server.terminate()
@@ -148,7 +225,6 @@ def test_the_wheel_carries_openenv_yaml_and_autoenv_plays_a_week_from_it(tmp_pat
 
     build = tmp_path / "src"
     shutil.copytree(PACKAGE, build / "envs" / "rhythm_env", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(ROOT / "rhythm_core", build / "rhythm_core", ignore=shutil.ignore_patterns("__pycache__"))
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
                     str(tmp_path / "dist"), str(build / "envs" / "rhythm_env")], check=True, timeout=300)
     (wheel,) = (tmp_path / "dist").glob("openenv_rhythm_env-*.whl")

@@ -141,10 +141,11 @@ def test_the_app_answers_bad_requests_over_http_and_websocket_and_keeps_serving(
         assert http.get("/schema").json()["action"]["properties"]["action"]["enum"] == list(ACTIONS)
         bad = http.post("/step", json={"action": {**plan(SEED)[0], "social": 1.5}})
         assert bad.status_code == 422 and [e["loc"] for e in bad.json()["detail"]] == [["social"]]
-        early = http.post("/step", json={"action": plan(SEED)[0]})  # every HTTP request gets a fresh environment
+        early = http.post("/step", json={"action": plan(SEED)[0]})  # no HTTP week started yet
         assert early.status_code == 400 and early.json()["detail"].startswith("no week started")
         assert http.post("/reset", json={"seed": 5}).status_code == 400
         assert http.post("/reset", json={"seed": SEED}).json()["observation"]["seed"] == SEED
+        assert http.post("/step", json={"action": plan(SEED)[0]}).json()["observation"]["step"] == 1
         with http.websocket_connect("/ws") as ws:
             ws.send_json({"type": "step", "data": plan(SEED)[0]})
             assert ws.receive_json()["data"]["message"].startswith("no week started")
@@ -181,11 +182,16 @@ def test_schema_and_state_describe_the_week_and_messages_are_written_for_a_clien
     with TestClient(create_rhythm_app(purpose="evaluation", grader="v2", max_sessions=1)) as http:
         fields = set(http.get("/schema").json()["state"]["properties"])
         assert {"condition", "seed", "purpose", "grader", "step_count"} <= fields
-        # Each HTTP request gets a fresh environment (OpenEnv's design): no week, the server's purpose and grader.
         assert http.get("/state").json() == {"episode_id": None, "step_count": 0, "condition": None, "seed": None,
-                                             "purpose": "evaluation", "grader": "v2"}
+                                             "purpose": "evaluation", "grader": "v2"}  # no HTTP week yet
         tuning = http.post("/reset", json={"seed": 9600}).json()["detail"]
         assert tuning == "seed 9600 is not an evaluation seed of continuous (0-999); it is a tuning seed, reserved (9500-9699)"
+        # HTTP's week: a reset, two slots, and /state holds its condition, seed and steps
+        http.post("/reset", json={"seed": 10_017, "condition": "ood", "episode_id": "curl-week"})
+        for slot in plan(10_017)[:2]:
+            assert http.post("/step", json={"action": slot}).status_code == 200
+        assert http.get("/state").json() == {"episode_id": "curl-week", "step_count": 2, "condition": "ood",
+                                             "seed": 10_017, "purpose": "evaluation", "grader": "v2"}
         with http.websocket_connect("/ws") as ws:
             ws.send_json({"type": "reset", "data": {"seed": 7, "condition": "continuous"}})
             ws.receive_json()

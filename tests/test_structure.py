@@ -1,12 +1,16 @@
 """The layers a newcomer reads in each package's `__init__.py` hold: no two packages of rhythm_core
 import each other (directly or around a loop), no module is over 450 lines, and rhythm_core has few
 top-level modules. The check reads the source (every import, lazy ones included), so it holds for
-code paths no test runs."""
+code paths no test runs. The environment's layers (env, protocol, graders, text_env) are rhythm_core
+packages whose folder is the environment package's; the package lists every package folder."""
 
 import ast
+import tomllib
 from pathlib import Path
 
-CORE = Path(__file__).resolve().parents[1] / "rhythm_core"
+REPO = Path(__file__).resolve().parents[1]
+CORE = REPO / "rhythm_core"
+LAYERS = REPO / "envs" / "rhythm_env" / "rhythm_core"
 MAX_LINES = 450
 MAX_TOP_LEVEL_MODULES = 7
 
@@ -19,8 +23,9 @@ def _unit(module: str) -> str | None:
 def package_imports() -> dict[str, set[str]]:
     """For each package (or top-level module) of rhythm_core, the others it imports anywhere."""
     edges: dict[str, set[str]] = {}
-    for path in CORE.rglob("*.py"):
-        parts = list(path.relative_to(CORE.parent).with_suffix("").parts)
+    for path in [*CORE.rglob("*.py"), *LAYERS.rglob("*.py")]:
+        root = CORE if path.is_relative_to(CORE) else LAYERS
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
         is_package = parts[-1] == "__init__"
         module = parts[:-1] if is_package else parts
         source = _unit(".".join(module))
@@ -92,7 +97,7 @@ def test_tracking_the_bottom_floor_imports_no_other_package_and_compute_sits_bel
 
 
 def test_no_module_over_450_lines():
-    long = {str(p.relative_to(CORE)): n for p in CORE.rglob("*.py")
+    long = {str(p.relative_to(REPO)): n for p in [*CORE.rglob("*.py"), *LAYERS.rglob("*.py")]
             if (n := len(p.read_text().splitlines())) > MAX_LINES}
     assert not long, f"modules over {MAX_LINES} lines (split them by concern): {long}"
 
@@ -100,3 +105,13 @@ def test_no_module_over_450_lines():
 def test_few_top_level_modules():
     modules = {p.name for p in CORE.glob("*.py") if p.name != "__init__.py"}
     assert len(modules) <= MAX_TOP_LEVEL_MODULES, sorted(modules)
+
+
+def test_the_package_ships_every_package_folder_and_the_environments_layers_from_their_folder():
+    setuptools = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    folders = {".".join(p.parent.relative_to(REPO).parts) for top in ("rhythm_core", "rhythm_pipeline")
+               for p in (REPO / top).rglob("__init__.py")}
+    layers = {f"rhythm_core.{p.parent.name}": str(p.parent.relative_to(REPO)) for p in LAYERS.glob("*/__init__.py")}
+    assert set(setuptools["packages"]) == folders | set(layers)
+    assert setuptools["package-dir"] == layers
+    assert not (CORE / "env").exists() and not (LAYERS / "__init__.py").exists()  # one copy; a namespace portion

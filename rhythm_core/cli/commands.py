@@ -124,7 +124,8 @@ def _cmd_dataset(args) -> int:
 
 
 def _cmd_env_dataset(args) -> int:
-    from ..text_env.tool_env import env_prompt_dataset, save_env_dataset
+    from ..data.env_dataset import save_env_dataset
+    from ..text_env.tool_env import env_prompt_dataset
 
     dataset = env_prompt_dataset(args.condition, args.seed_list, purpose=args.purpose)
     summary = save_env_dataset(dataset, args.out, {"condition": args.condition, "seeds": args.seeds,

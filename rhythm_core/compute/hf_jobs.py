@@ -34,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -105,6 +106,12 @@ def _copy_source_tree(root: Path, dest: Path) -> None:
             shutil.copy2(entry, dest / entry.name)
         elif entry.is_dir() and (entry.name == "src" or (entry / "__init__.py").is_file()):
             shutil.copytree(entry, dest / entry.name, ignore=ignore)
+    # Packages whose folder the project maps elsewhere (rhythm_core.env & co live in envs/rhythm_env).
+    setuptools = tomllib.loads((root / "pyproject.toml").read_text()).get("tool", {}).get("setuptools", {}) \
+        if (root / "pyproject.toml").is_file() else {}
+    for folder in sorted(set(setuptools.get("package-dir", {}).values()) - {"", "."}):
+        if not (dest / folder).exists():
+            shutil.copytree(root / folder, dest / folder, ignore=ignore)
 
 
 def build_wheel(project_root, dest=None) -> Path:

@@ -11,27 +11,33 @@ agent reads (TextWeek's; the first observation's `task` is the task, which /meta
 is 0.0 until the last slot, whose reward is the grader's score of the
 week (a sparse reward, as OpenEnv's game environments give). A bad action or belief is refused by the
 `RhythmAction` model, naming the field; a bad seed, a step before reset or after the week is answered with
-TextWeek's message; either way the session keeps its week and the server keeps serving. OpenEnv's HTTP
-/reset and /step make a fresh environment per request, so a week is played over the WebSocket (/ws).
+TextWeek's message; either way the session keeps its week and the server keeps serving. HTTP's /reset,
+/step and /state play one more week, which every HTTP caller shares (for curl and a quick look; OpenEnv's
+own make a fresh environment per request, where a step never has a week): a client of its own plays over
+the WebSocket (/ws), as RhythmEnvClient does.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 from functools import partial
 from typing import Annotated, Any, Literal
 from uuid import uuid4
 
-from fastapi import HTTPException, WebSocketDisconnect
+from fastapi import Body, HTTPException, WebSocketDisconnect
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from openenv.core.client_types import StepResult
 from openenv.core.env_client import EnvClient
 from openenv.core.env_server.http_server import create_app
 from openenv.core.env_server.interfaces import Environment
-from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
-from pydantic import Field, field_validator
+from openenv.core.env_server.serialization import deserialize_action, serialize_observation
+from openenv.core.env_server.types import (Action, EnvironmentMetadata, Observation, ResetRequest, ResetResponse,
+                                           State, StepRequest, StepResponse)
+from pydantic import Field, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
 from ..env.seed_rules import check_purpose
@@ -47,8 +53,8 @@ Each slot, send one RhythmAction: `action`, one of {", ".join(ACTIONS)}, and you
 `social`, `morning` and `work`, each a number in [0, 1]. The observation's `text` gives the action's \
 anomaly per meter and the state now. The reward is 0.0 until the 28th slot, whose reward is the grade \
 of the week (0..1)."""
-NO_WEEK = ("no week started: reset first (a week lives in a WebSocket session, /ws, as RhythmEnvClient opens; "
-           "each HTTP /step gets a fresh environment)")
+NO_WEEK = ("no week started: reset first (a WebSocket session, /ws, as RhythmEnvClient opens, plays its own "
+           "week; HTTP's /reset and /step play one week that all HTTP callers share)")
 
 # Strict: a bool or a numeric string is refused rather than read as a number, as TextWeek refuses them.
 Belief = Annotated[float, Field(ge=0.0, le=1.0, strict=True)]
@@ -161,11 +167,45 @@ def create_rhythm_app(*, purpose: str = "training", grader: str = DEFAULT_GRADER
         raise ValueError(f"max_sessions must be an integer >= 1, got {max_sessions!r}")
     app = create_app(partial(RhythmEnvironment, purpose=purpose, grader=grader), RhythmAction, RhythmObservation,
                      env_name="rhythm_env", max_concurrent_envs=max_sessions, state_cls=RhythmState)
+    _serve_one_http_week(app, RhythmEnvironment(purpose=purpose, grader=grader))
     app.add_exception_handler(RhythmRequestError, _bad_request)
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _invalid_request)
     app.add_exception_handler(WebSocketDisconnect, _client_gone)
     return app
+
+
+HTTP_WEEK_ROUTES = ("/reset", "/step", "/state")
+
+
+def _serve_one_http_week(app, environment: RhythmEnvironment) -> None:
+    """Answer HTTP's /reset, /step and /state from `environment`, one week that HTTP callers share, in place
+    of OpenEnv's, which make a fresh environment per request (a step there never has a week)."""
+    app.router.routes[:] = [route for route in app.router.routes
+                            if not (isinstance(route, APIRoute) and route.path in HTTP_WEEK_ROUTES)]
+    one_at_a_time = asyncio.Lock()
+
+    @app.post("/reset", response_model=ResetResponse, tags=["Environment Control"],
+              summary="Start the HTTP week (shared by HTTP callers; a WebSocket session has its own)")
+    async def reset(request: ResetRequest = Body(default_factory=ResetRequest)) -> ResetResponse:
+        async with one_at_a_time:
+            observation = environment.reset(**request.model_dump(exclude_unset=True))
+        return ResetResponse(**serialize_observation(observation))
+
+    @app.post("/step", response_model=StepResponse, tags=["Environment Control"],
+              summary="Play one slot of the HTTP week")
+    async def step(request: StepRequest) -> StepResponse:
+        try:
+            action = deserialize_action(request.action, RhythmAction)
+        except ValidationError as exc:
+            raise HTTPException(status_code=422, detail=exc.errors()) from None
+        async with one_at_a_time:
+            observation = environment.step(action)
+        return StepResponse(**serialize_observation(observation))
+
+    @app.get("/state", response_model=RhythmState, tags=["State Management"], summary="The HTTP week's state")
+    async def state() -> RhythmState:
+        return environment.state
 
 
 async def _bad_request(_request, exc: RhythmRequestError):
