@@ -198,6 +198,12 @@ def test_the_folder_alone_built_by_the_dockerfiles_steps_serves_a_week_without_t
     finally:
         server.terminate()
         server.wait(30)
+    # The TRL example on this slim install plus trl (torch comes with it, at the lock's CPU build).
+    subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "trl"], check=True, timeout=1200, env=env)
+    helped = subprocess.run([str(venv / "bin" / "python"), str(ROOT / "examples" / "grpo_rhythm_env.py"), "--help"],
+                            capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                            env={**env, "TRL_EXPERIMENTAL_SILENCE": "1", "HF_HUB_OFFLINE": "1"})
+    assert helped.returncode == 0 and "--offline" in helped.stdout and "--use_peft" in helped.stdout, helped.stderr
 
 
 AUTO_PLAY = """
