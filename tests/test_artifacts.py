@@ -175,3 +175,24 @@ def test_an_adapter_checkpoints_version_covers_its_adapter_config(tmp_path):
     assert first["version"] != second["version"] and not second["kept_published"]
     # pinned: the version this folder had while PLAY_FILES named no adapter_config.json
     assert checkpoint_version(_trained(tmp_path, "full") / "model") == "1122c9e6f7d360b4"
+
+
+def test_the_same_student_saved_by_another_transformers_release_keeps_its_version(tmp_path):
+    """config.json and generation_config.json name the transformers release that wrote them; that is not
+    the student, so the same weights and config saved by another release have the same version (an
+    operator's image resolved later publishes the same work under the same name), while any other field
+    of those files is the student's and changes it."""
+    import json
+
+    from rhythm_core.training.publish import checkpoint_version
+
+    def saved(name: str, release: str, hidden_size: int = 128):
+        staged = _trained(tmp_path, name)
+        for file, fields in (("config.json", {"hidden_size": hidden_size, "model_type": "llama"}),
+                             ("generation_config.json", {"eos_token_id": 2, "pad_token_id": 3})):
+            (staged / "model" / file).write_text(json.dumps({**fields, "transformers_version": release},
+                                                            indent=2, sort_keys=True) + "\n")
+        return checkpoint_version(staged / "model")
+
+    assert saved("lock", "5.24.0") == saved("newer", "5.25.0") == saved("older", "4.57.1")
+    assert saved("wider", "5.24.0", hidden_size=256) != saved("lock-again", "5.24.0")

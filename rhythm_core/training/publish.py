@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +29,11 @@ from .models import play_info
 # target modules; last, so a checkpoint without one keeps the version it had before it was added.
 PLAY_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja",
               "adapter_config.json")
+# config.json and generation_config.json name the transformers release that wrote them, which is not the
+# student: the version reads that field as the release every published version was first computed with,
+# so the same student saved by another release (an operator's newer image) keeps its version.
+WRITER_FIELD = re.compile(rb'("transformers_version":\s*)"[^"]*"')
+VERSIONED_WRITER = b'"5.24.0"'
 
 
 def train_and_publish(root, stage: str, train: Callable[[Path], None]) -> dict:
@@ -51,10 +57,16 @@ def checkpoint_version(model_dir) -> str:
         digest.update(sha256_file(w).encode())
     for name in PLAY_FILES:
         if (model_dir / name).is_file():
-            digest.update(f"{name}:{sha256_file(model_dir / name)}".encode())
+            digest.update(f"{name}:{_play_file_sha256(model_dir / name)}".encode())
     if (model_dir / "rhythm_checkpoint.json").is_file():
         digest.update(json.dumps(play_info(model_dir), sort_keys=True).encode())
     return digest.hexdigest()[:16]
+
+
+def _play_file_sha256(path: Path) -> str:
+    if path.name not in ("config.json", "generation_config.json"):
+        return sha256_file(path)
+    return hashlib.sha256(WRITER_FIELD.sub(rb"\1" + VERSIONED_WRITER, path.read_bytes())).hexdigest()
 
 
 def _intact(folder: Path) -> bool:

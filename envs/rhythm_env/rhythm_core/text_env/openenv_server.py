@@ -35,8 +35,16 @@ from openenv.core.env_client import EnvClient
 from openenv.core.env_server.http_server import create_app
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.serialization import deserialize_action, serialize_observation
-from openenv.core.env_server.types import (Action, EnvironmentMetadata, Observation, ResetRequest, ResetResponse,
-                                           State, StepRequest, StepResponse)
+from openenv.core.env_server.types import (
+    Action,
+    EnvironmentMetadata,
+    Observation,
+    ResetRequest,
+    ResetResponse,
+    State,
+    StepRequest,
+    StepResponse,
+)
 from pydantic import Field, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
@@ -187,7 +195,7 @@ def _serve_one_http_week(app, environment: RhythmEnvironment) -> None:
 
     @app.post("/reset", response_model=ResetResponse, tags=["Environment Control"],
               summary="Start the HTTP week (shared by HTTP callers; a WebSocket session has its own)")
-    async def reset(request: ResetRequest = Body(default_factory=ResetRequest)) -> ResetResponse:
+    async def reset(request: Annotated[ResetRequest, Body(default_factory=ResetRequest)]) -> ResetResponse:
         async with one_at_a_time:
             observation = environment.reset(**request.model_dump(exclude_unset=True))
         return ResetResponse(**serialize_observation(observation))
