@@ -609,6 +609,9 @@ def test_build_wheel_packages_the_working_tree(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     assert wheel.name.endswith("-py3-none-any.whl")
     assert "rhythm_core/training/entry.py" in names and "rhythm_core/compute/hf_jobs.py" in names
+    # the environment's layers, whose folder is envs/rhythm_env, under their import names
+    assert "rhythm_core/env/spec.py" in names and "rhythm_core/text_env/week.py" in names
+    assert not any(n.startswith("envs/") for n in names)
     assert not any("__pycache__" in n for n in names)
     again = build_wheel(root, dest=tmp_path / "b")  # same code, same bytes, same code version
     assert hashlib.sha256(again.read_bytes()).digest() == hashlib.sha256(wheel.read_bytes()).digest()

@@ -106,12 +106,10 @@ def _copy_source_tree(root: Path, dest: Path) -> None:
             shutil.copy2(entry, dest / entry.name)
         elif entry.is_dir() and (entry.name == "src" or (entry / "__init__.py").is_file()):
             shutil.copytree(entry, dest / entry.name, ignore=ignore)
-    # Packages whose folder the project maps elsewhere (rhythm_core.env & co live in envs/rhythm_env).
-    setuptools = tomllib.loads((root / "pyproject.toml").read_text()).get("tool", {}).get("setuptools", {}) \
-        if (root / "pyproject.toml").is_file() else {}
-    for folder in sorted(set(setuptools.get("package-dir", {}).values()) - {"", "."}):
-        if not (dest / folder).exists():
-            shutil.copytree(root / folder, dest / folder, ignore=ignore)
+    # The folders package-dir maps packages to (rhythm_core.env & co live in envs/rhythm_env).
+    pyproject = tomllib.loads((root / "pyproject.toml").read_text()) if (root / "pyproject.toml").is_file() else {}
+    for folder in sorted(set(pyproject.get("tool", {}).get("setuptools", {}).get("package-dir", {}).values()) - {"."}):
+        shutil.copytree(root / folder, dest / folder, ignore=ignore, dirs_exist_ok=True)
 
 
 def build_wheel(project_root, dest=None) -> Path:
