@@ -196,3 +196,62 @@ def test_the_same_student_saved_by_another_transformers_release_keeps_its_versio
 
     assert saved("lock", "5.24.0") == saved("newer", "5.25.0") == saved("older", "4.57.1")
     assert saved("wider", "5.24.0", hidden_size=256) != saved("lock-again", "5.24.0")
+
+
+_SAVE_AS_A_STAGE_DOES = """
+import sys
+from rhythm_core.training.models import load_model_and_tokenizer, save_tokenizer
+from rhythm_core.training.publish import checkpoint_version
+model, tokenizer = load_model_and_tokenizer(sys.argv[1])
+model.save_pretrained(sys.argv[2])
+save_tokenizer(tokenizer, sys.argv[2])
+print(checkpoint_version(sys.argv[2]))
+"""
+
+
+def test_the_same_student_saved_online_offline_or_under_another_hf_home_has_one_version(sft_result, tmp_path):
+    """Loading a student under HF_HUB_OFFLINE=1 (as an air-gapped cluster or a CI job sets it) or another
+    HF_HOME, then saving it as SFT and GRPO do, writes the same files and publishes the same version as
+    loading it online: the saved tokenizer config records nothing of how it was loaded."""
+    import json
+    from pathlib import Path
+
+    from rhythm_core.training.models import resolve_model_dir
+
+    student = resolve_model_dir(sft_result[0]["model_dir"])
+    settings = {"unset": {}, "online": {"HF_HUB_OFFLINE": "0"}, "offline": {"HF_HUB_OFFLINE": "1"},
+                "other-home": {"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "elsewhere" / "hf")}}
+    children = {}
+    for name, extra in settings.items():
+        env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HOME")}
+        children[name] = subprocess.Popen([sys.executable, "-c", _SAVE_AS_A_STAGE_DOES, str(student), str(tmp_path / name)],
+                                          env={**env, **extra}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    versions = {}
+    for name, child in children.items():
+        out, err = child.communicate(timeout=300)
+        assert child.returncode == 0, err[-2000:]
+        versions[name] = out.split()[-1]
+    assert len(set(versions.values())) == 1, versions
+    configs = {name: (tmp_path / name / "tokenizer_config.json").read_bytes() for name in settings}
+    assert len(set(configs.values())) == 1
+    assert not {"local_files_only", "is_local", "cache_dir", "token"} & set(json.loads(configs["offline"]))
+    assert Path(tmp_path / "other-home" / "tokenizer.json").read_bytes() == (tmp_path / "unset" / "tokenizer.json").read_bytes()
+
+
+def test_a_checkpoints_version_ignores_how_any_writer_loaded_its_tokenizer(tmp_path):
+    """A tokenizer config written by other code (TRL's own save, an older image) may carry load-time keywords
+    and another layout: the version reads the config without them; a field that changes play still counts."""
+    import json
+
+    from rhythm_core.training.publish import checkpoint_version
+
+    def saved(name: str, indent, **fields):
+        staged = _trained(tmp_path, name)
+        config = {"eos_token": "<|im_end|>", "model_max_length": 4096, "tokenizer_class": "Qwen2Tokenizer", **fields}
+        (staged / "model" / "tokenizer_config.json").write_text(json.dumps(config, indent=indent))
+        return checkpoint_version(staged / "model")
+
+    clean = saved("clean", 2)
+    assert clean == saved("offline", 2, local_files_only=True, is_local=True)
+    assert clean == saved("online", None, local_files_only=False, is_local=False, cache_dir="/home/someone/.cache")
+    assert clean != saved("left-padded", 2, padding_side="left")

@@ -93,3 +93,26 @@ def test_no_dagster_process_loads_a_model(monkeypatch, tmp_path):
     monkeypatch.setenv("RHYTHM_NO_MODEL_IN_DAGSTER", "1")
     with pytest.raises(CheckpointError, match="a model is being loaded in a process that imported Dagster"):
         load_model_and_tokenizer(str(tmp_path))
+
+
+def test_the_sft_stage_publishes_one_version_with_and_without_hf_hub_offline(monkeypatch, tmp_path):
+    """The SFT stage on two fresh instances, once online and once with HF_HUB_OFFLINE=1 (which the training
+    subprocess inherits, as on an air-gapped cluster): one checkpoint version, one set of files."""
+    import json
+
+    config = {"ops": {"teacher_trajectories": {"config": {"seeds": "1000-1003"}},
+                      "sft_checkpoint": {"config": {"max_steps": 2, "short_context_steps": 0}}}}
+    monkeypatch.delenv("RHYTHM_ARTIFACTS", raising=False)
+    published = {}
+    for offline in ("0", "1"):
+        monkeypatch.setenv("HF_HUB_OFFLINE", offline)
+        (tmp_path / f"offline-{offline}").mkdir()
+        with dg.instance_for_test(temp_dir=str(tmp_path / f"offline-{offline}")) as instance:
+            result = dg.materialize(ALL[:4], instance=instance, resources=RESOURCES, run_config=config)
+            meta = result.asset_materializations_for_node("sft_checkpoint")[0].metadata
+            published[offline] = (result.asset_materializations_for_node("sft_checkpoint")[0].tags["dagster/data_version"],
+                                  Path(meta["artifact_path"].value))
+    (online, online_dir), (offline, offline_dir) = published["0"], published["1"]
+    assert online == offline
+    assert (online_dir / "tokenizer_config.json").read_bytes() == (offline_dir / "tokenizer_config.json").read_bytes()
+    assert "local_files_only" not in json.loads((offline_dir / "tokenizer_config.json").read_text())

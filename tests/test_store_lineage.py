@@ -162,6 +162,7 @@ def test_sft_on_s3_with_the_shared_default_cache_under_any_bucket_and_prefix_has
         for name, value in s3.env.items():
             monkeypatch.setenv(name, value)
         monkeypatch.setenv(ARTIFACTS_VAR, f"s3://{bucket}/lineage/team-a")  # no RHYTHM_ARTIFACT_CACHE: the default
+        monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # as the operator's air-gapped cluster sets it (issue 84)
         remote, storage = _through_sft(tmp_path / "operator")
         published = s3.filesystem().exists(f"{bucket}/lineage/team-a/sft_checkpoint/{remote['sft_checkpoint']['version']}"
                                            "/.rhythm-files.json")

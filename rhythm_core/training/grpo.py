@@ -57,7 +57,7 @@ from .fused_head import labelled_positions_only, speedups
 from .generation import SamplingConfig
 from .grpo_prompts import build_prompt_dataset
 from .last_layer import last_layer_on_read_positions
-from .models import TINY, checkpoint_info, device_name, load_model_and_tokenizer, prompt_variant
+from .models import TINY, checkpoint_info, device_name, load_model_and_tokenizer, prompt_variant, save_tokenizer
 from .plots import plot_curves
 from .policy import LLMPolicyAgent
 from .sft import StreamLogs, model_card
@@ -255,7 +255,7 @@ def run_grpo(config: GRPORunConfig, dataset_dir, init_dir, out_dir, *, on_log: C
         trainer.save_model(str(model_dir))  # every rank takes part (a sharded model is gathered); rank 0 writes
     if not is_main():  # the checkpoint, its gate, card and metrics are rank 0's
         return {"rank": rank(), "steps": trainer.state.global_step}
-    tokenizer.save_pretrained(str(model_dir))
+    save_tokenizer(tokenizer, model_dir)
 
     history = [e for e in trainer.state.log_history if "reward" in e]
     names = list(REWARD_NAMES)

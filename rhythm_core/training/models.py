@@ -44,6 +44,26 @@ def weights_dtype(*, cuda: bool, bf16: bool, full_parameters: bool):
     return torch.bfloat16 if cuda and bf16 and not full_parameters else torch.float32
 
 
+# What `from_pretrained` writes into a tokenizer's saved config about how it was loaded (HF_HUB_OFFLINE turns
+# on local_files_only; whether the source was a folder; where the cache was; a token), never how it plays.
+LOAD_TIME_KEYS = frozenset({"local_files_only", "is_local", "cache_dir", "token", "use_auth_token", "revision",
+                            "trust_remote_code", "force_download", "proxies", "subfolder", "_commit_hash",
+                            "name_or_path", "_from_auto"})
+
+
+def save_tokenizer(tokenizer, directory) -> None:
+    """`tokenizer.save_pretrained(directory)` with `LOAD_TIME_KEYS` left out of tokenizer_config.json, so the
+    saved files are the same whatever the environment the tokenizer was loaded in (offline mode, cache, token)."""
+    tokenizer.save_pretrained(str(directory))
+    path = Path(directory) / "tokenizer_config.json"
+    if not path.is_file():
+        return
+    saved = json.loads(path.read_text(encoding="utf-8"))
+    kept = {key: value for key, value in saved.items() if key not in LOAD_TIME_KEYS}
+    if kept != saved:  # transformers' own layout
+        path.write_text(json.dumps(kept, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
 def load_model_and_tokenizer(path_or_id: str, *, for_training: bool = False, full_parameters: bool = False):
     """A causal LM and its tokenizer (left padding, pad token set), on CUDA when available, in the
     dtype of `weights_dtype` (`full_parameters`: every weight will be trained). Raises

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -22,18 +21,19 @@ from ..store import (
     verify_artifact,
     write_result,
 )
-from .models import play_info
+from .models import LOAD_TIME_KEYS, CheckpointError, play_info
 
 # Beside the weights and the record's PLAY_FIELDS, what decides how a published student plays: the
 # files that load it. A LoRA adapter's adapter_config.json names its base model, rank, scaling and
 # target modules; last, so a checkpoint without one keeps the version it had before it was added.
 PLAY_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja",
               "adapter_config.json")
-# config.json and generation_config.json name the transformers release that wrote them, which is not the
-# student: the version reads that field as the release every published version was first computed with,
-# so the same student saved by another release (an operator's newer image) keeps its version.
-WRITER_FIELD = re.compile(rb'("transformers_version":\s*)"[^"]*"')
-VERSIONED_WRITER = b'"5.24.0"'
+# Fields of the saved configs that name who wrote them or how they were loaded, not how the student plays:
+# the transformers release (an operator's newer image saves the same student), and the tokenizer's load-time
+# keywords (HF_HUB_OFFLINE's local_files_only, the cache, a token) that a save by any other code may carry.
+NOT_THE_STUDENT = {"config.json": frozenset({"transformers_version"}),
+                   "generation_config.json": frozenset({"transformers_version"}),
+                   "tokenizer_config.json": LOAD_TIME_KEYS}
 
 
 def train_and_publish(root, stage: str, train: Callable[[Path], None]) -> dict:
@@ -64,9 +64,19 @@ def checkpoint_version(model_dir) -> str:
 
 
 def _play_file_sha256(path: Path) -> str:
-    if path.name not in ("config.json", "generation_config.json"):
+    """A play file's sha256; a config in `NOT_THE_STUDENT` is read as its JSON without those fields, in
+    one layout (its indentation is the writer's too)."""
+    dropped = NOT_THE_STUDENT.get(path.name)
+    if dropped is None:
         return sha256_file(path)
-    return hashlib.sha256(WRITER_FIELD.sub(rb"\1" + VERSIONED_WRITER, path.read_bytes())).hexdigest()
+    try:
+        saved = json.loads(path.read_bytes())
+    except ValueError as exc:
+        raise CheckpointError(f"{path}: not a JSON object ({exc})") from exc
+    if not isinstance(saved, dict):
+        raise CheckpointError(f"{path}: not a JSON object")
+    kept = {key: value for key, value in saved.items() if key not in dropped}
+    return hashlib.sha256(json.dumps(kept, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()).hexdigest()
 
 
 def _intact(folder: Path) -> bool:

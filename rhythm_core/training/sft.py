@@ -26,7 +26,7 @@ from .distributed import SHARDING_VAR, barrier, is_main, rank, sharding_args, sp
 from .fused_head import labelled_positions_only, speedups
 from .generation import SamplingConfig, valid_answer_rate
 from .last_layer import last_layer_on_read_positions
-from .models import TINY, device_name, load_model_and_tokenizer
+from .models import TINY, device_name, load_model_and_tokenizer, save_tokenizer
 from .plots import plot_curves
 from .tiny import TinyModelConfig, build_tiny_base
 
@@ -296,12 +296,12 @@ def run_sft(config: SFTRunConfig, dataset_dir, out_dir, *, on_log: Callable[[dic
     trainer.save_model(str(model_dir))  # every rank takes part (a sharded model is gathered); rank 0 writes
     if not is_main():  # the checkpoint, its card and metrics are rank 0's
         return {"rank": rank(), "steps": short_steps + trainer.state.global_step}
-    tokenizer.save_pretrained(str(model_dir))
+    save_tokenizer(tokenizer, model_dir)
     merged_dir = None
     if config.lora and config.merge_lora:
         merged_dir = out / "merged"
         trainer.model.merge_and_unload().save_pretrained(str(merged_dir))
-        tokenizer.save_pretrained(str(merged_dir))
+        save_tokenizer(tokenizer, merged_dir)
 
     trained, trained_tok = load_model_and_tokenizer(str(model_dir))
     valid_after = valid_answer_rate(trained, trained_tok, conversations, sampling) if conversations else None
