@@ -1,6 +1,10 @@
 """What a change costs its author and CI: the seconds of each stage of `.ci/run` (a fresh install,
 lint, the default suite, the slow set), the default suite on 1 and on 2 pytest-xdist workers side by
 side, and the slowest tests of each set, in benchmarks/results/test_suite.json (the README's figure).
+A stage that fails is recorded as it ran and the script exits 1 naming it (`make results` refuses to show
+a failing run's times). The result file is written once, after the last stage, so the suite it times
+never sees it change (a test compares the README with it); a run stopped part way leaves its stages in
+a scratch file it names.
 
     python benchmarks/test_suite.py                    # install into a scratch venv, then every stage
     python benchmarks/test_suite.py --workers 2 --no-install --no-slow
@@ -55,10 +59,12 @@ def main(argv=None) -> int:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RHYTHM_", "PYTEST_"))}
     stages = {}
 
-    def save():  # after every stage: a run stopped part way keeps what it measured
-        write_result("test_suite", {"stages": stages, "load_average_at_end": [round(x, 2) for x in os.getloadavg()]},
+    partial = Path(tempfile.gettempdir()) / "rhythm-test_suite.partial.json"
+
+    def save(final: bool = False) -> Path:  # after every stage: a run stopped part way keeps what it measured
+        return write_result("test_suite", {"stages": stages, "load_average_at_end": [round(x, 2) for x in os.getloadavg()]},
                      question="How long do `make test` and CI's stages take on this machine, and which tests "
-                              "dominate?", argv=sys.argv)
+                              "dominate?", argv=sys.argv, out=None if final else partial)
     if not args.no_install:
         scratch = Path(tempfile.mkdtemp(prefix="rhythm-install-"))
         try:
@@ -94,6 +100,14 @@ def main(argv=None) -> int:
         save()
     for workers in others:
         default_suite(workers)
+    result = save(final=True)
+    partial.unlink(missing_ok=True)
+    failed = [name for name, stage in stages.items() if stage.get("returncode")]
+    failed += [f"default on {w} worker(s)" for w, run in default.items() if run["returncode"]]
+    if failed:
+        print(f"FAILED: {', '.join(failed)} (recorded in {result}; `make results` refuses it until a passing run "
+              "replaces it)", file=sys.stderr)
+        return 1
     return 0
 
 

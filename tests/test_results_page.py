@@ -80,3 +80,26 @@ def test_decisions_cite_commits_not_tags():
     # tags do not travel with `main`; a decision's write-up is a commit every clone has
     text = (REPO / "benchmarks" / "README.md").read_text()
     assert "lab-journal" not in text and "a1600b8" in text
+
+
+def test_a_test_suite_run_with_failures_is_refused_not_shown_as_the_suites_time(tmp_path, monkeypatch):
+    module = _page_module()
+    record = json.loads((REPO / "benchmarks" / "results" / "test_suite.json").read_text())
+    stages = record["figures"]["stages"]
+    stages["default"] = {"2": {"seconds": 190.0, "returncode": 1, "counts": {"failed": 2, "passed": 595}}}
+    stages["slow"] = {"seconds": 870.0, "returncode": 0, "counts": {"passed": 37}}
+    monkeypatch.setattr(module, "RESULTS", tmp_path)
+    (tmp_path / "test_suite.json").write_text(json.dumps(record))
+    page = tmp_path / "page.md"
+    page.write_text("CI: <!-- fig test_suite --><!-- /fig -->")
+    try:
+        module.update_figures(page.read_text(), page)
+    except SystemExit as refused:
+        said = str(refused)
+        assert "test_suite.json" in said and "default on 2 workers: 2 failed" in said and "\n" not in said
+    else:
+        raise AssertionError("a run with failing tests was rendered")
+
+    stages["default"]["2"].update(returncode=0, counts={"passed": 597})
+    (tmp_path / "test_suite.json").write_text(json.dumps(record))
+    assert "the 597 default tests 190 s on 2 workers" in module.update_figures(page.read_text(), page)
