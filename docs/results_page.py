@@ -131,21 +131,36 @@ def _span(values, fmt: str) -> str:
     return fmt.format(low) if fmt.format(low) == fmt.format(high) else f"{fmt.format(low)} to {fmt.format(high)}"
 
 
+def demo_seconds(record: dict, run: dict) -> tuple[dict, float, list]:
+    """Each stage's median seconds and the median wall time over the record's runs on `run`'s kernels (the
+    same lineage with other SFT seeds, one after the other on a shared machine: one run's time is noise),
+    and every run's wall time."""
+    runs = [r for r in record["figures"]["runs"] if r["kernels"] == run["kernels"]]
+    stages = {name: statistics.median(t) if (t := [r["stage_s"][name] for r in runs
+                                                   if r["stage_s"].get(name) is not None]) else None
+              for name in run["stage_s"]}
+    walls = sorted(r["wall_s"] for r in runs)
+    return stages, statistics.median(walls), walls
+
+
 def fig_demo_log() -> str:
-    """The demo's output as a user sees it, its times and results from the demo's seed-0 run."""
+    """The demo's output as a user sees it: its results from the demo's seed-0 run, each time the median of the
+    record's runs (`demo_seconds`)."""
     record = _need("demo")
     run = demo_run(record)
-    s, checks = run["stage_s"], run["checks"]
+    checks = run["checks"]
+    s, wall, walls = demo_seconds(record, run)
     lines = [f"[{i}/{len(s)}] {name:<22}done in {seconds:.0f} s" for i, (name, seconds) in enumerate(s.items(), 1)]
     lines[3] += f": final loss {run['final_train_loss']:.3f}"
     lines[4] += f": vs SFT on validation {run['gate']:+.4f}, headline {run['headline']}"
     machine = record["machine"]
     return "\n".join([
         "```", f"$ make demo        # {machine.get('cores')}-core {machine.get('cpu')} (kernels pinned to "
-        f"{run['kernels'].upper()})",
+        f"{run['kernels'].upper()}); times: medians of {len(walls)} runs",
         f"rhythm demo: job rhythm_lineage, run …, {len(s)} stages (DAGSTER_HOME=…)",
         "full log: …/storage/logs/demo-….log", *lines, "",
-        f"run …: {'SUCCESS' if run['success'] else 'FAILURE'} in {run['wall_s']:.0f} s",
+        f"run …: {'SUCCESS' if run['success'] else 'FAILURE'} in {wall:.0f} s"
+        + (f"        # the {len(walls)} runs: {_span(walls, '{:.0f}')} s" if len(walls) > 1 else ""),
         f"…  the results table, every asset check ({sum(v == 'passed' for v in checks.values())} of {len(checks)} "
         "passed here, or FAILED with its severity and why),",
         "   the students' checkpoint folders and how to open the run (`rhythm lineage`, `make ui`)", "```"])
@@ -452,11 +467,14 @@ def section_demo(record: dict) -> list[str]:
         return f"{m['v3']:.3f} ± {(m['ci95'][1] - m['ci95'][0]) / 2:.3f}{mae}{recovery}{invalid}"
 
     rows = [[agent, *[cell(players[c][agent]) for c in CONDITIONS]] for agent in players[CONDITIONS[0]]]
-    stages = ", ".join(f"{k} {v:.0f} s" for k, v in run["stage_s"].items() if v is not None)
+    medians, wall, walls = demo_seconds(record, run)
+    stages = ", ".join(f"{k} {v:.0f} s" for k, v in medians.items() if v is not None)
+    took = (f"{wall:.0f} s, the median of {len(walls)} runs, {_span(walls, '{:.0f}')} s (the stages' medians: "
+            f"{stages})" if len(walls) > 1 else f"{wall:.0f} s ({stages})")
     without = run["sft_without_belief_sum"]
     return ["## What `make demo` trains", "",
-            f"The `rhythm_lineage` job with the asset defaults (SFT seed {run['seed']}, torch's kernels pinned to "
-            f"{run['kernels'].upper()}): {run['wall_s']:.0f} s ({stages}). Checkpoints `{run['sft_version']}` (SFT, final "
+            f"The `rhythm_lineage` job with the asset defaults (SFT seed {run['seed']}, kernels pinned to "
+            f"{run['kernels'].upper()}): {took}. Checkpoints `{run['sft_version']}` (SFT, final "
             f"loss {run['final_train_loss']}) and `{run['grpo_version']}` (GRPO; its gate {run['gate']:+.4f} ± "
             f"{num(run['gate_se'], '{:.4f}')} on held-out training weeks; headline `{run['headline']}`). Seeds: "
             + ", ".join(f"{c} {s}" for c, s in run["seeds"].items()) + ". Recovery is of the search / the Bayesian "
@@ -574,7 +592,7 @@ def shown(value) -> str:
     return str(value)
 
 
-def section_flat(record: dict, title: str) -> list[str]:
+def section_flat(record: dict, title: str, note: str = "") -> list[str]:
     figures = dict(record["figures"])
     listed = figures.pop("rows", None)
     record = {**record, "figures": figures}
@@ -598,7 +616,7 @@ def section_flat(record: dict, title: str) -> list[str]:
     for name, value in rows:  # one line per top-level group, its figures by their names under it
         head, _, rest = name.strip("`").partition(".")
         groups.setdefault(head if rest else "", []).append(f"{readable(rest or head)} {shown(value)}")
-    out = [f"## {title}", "",
+    out = [f"## {title}", "", *([note, ""] if note else []),
            *[(f"- **{readable(head)}**: " if head else "- ") + "; ".join(items) for head, items in groups.items()], ""]
     if listed:
         flat = [_flat(row) for row in listed]
@@ -626,14 +644,19 @@ FLAT = {
     "artifact_store": "Artifacts on S3 against a local root",
 }
 
+# what a section's figures are where the result file does not say it
+FLAT_NOTES = {
+    "env_throughput": "The env, text-week and server rates: each the fastest of the script's repeats (`best_of`).",
+}
+
 
 def page() -> str:
     out = ["# Results", "",
            "[← README](../README.md) · written by `make results` from the result files in "
-           "[`benchmarks/results/`](../benchmarks/results) (each benchmark writes one; "
-           "[benchmarks/README.md](../benchmarks/README.md) says which script answers which question). "
-           "Each section shows a benchmark's main figures; its result file holds all of them. "
-           "Do not edit this page by hand: `tests/test_results_page.py` fails when it differs from what the files give.",
+           "[`benchmarks/results/`](../benchmarks/results), one a benchmark "
+           "([benchmarks/README.md](../benchmarks/README.md): which script answers which question). "
+           "Each section shows a benchmark's main figures, its result file all of them. "
+           "Do not edit by hand: `tests/test_results_page.py` fails when the page is stale.",
            ""]
     if demo := load("demo"):
         out += section_demo(demo)
@@ -650,7 +673,7 @@ def page() -> str:
         out += section_gpu(record)
     for name, title in FLAT.items():
         if record := load(name):
-            out += section_flat(record, title)
+            out += section_flat(record, title, FLAT_NOTES.get(name, ""))
     return "\n".join(out).rstrip() + "\n"
 
 
