@@ -57,7 +57,7 @@ PRESETS: dict[str, dict] = {
                   # (kernel launches), 2 x 4 does not (benchmarks/README.md, D36)
                   "sft": {"base_model": "Qwen/Qwen2.5-3B-Instruct", "learning_rate": 2e-4, "max_steps": 300,
                           "per_device_train_batch_size": 2, "gradient_accumulation_steps": 4, "lora_r": 16},
-                  # 8 completions a step, the loss in micro-batches of 2 (a week's prompt is ~5k tokens)
+                  # 8 completions a step, the loss in micro-batches of 2 (a week's prompt is thousands of tokens)
                   "grpo": {"max_steps": 20, "per_device_train_batch_size": 2, "gradient_accumulation_steps": 4,
                            "num_generations": 8},
                   "eval_seeds": DEFAULT_EVAL_SEEDS},

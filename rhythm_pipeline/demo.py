@@ -50,7 +50,7 @@ def stage_summary(asset: str, metadata: dict) -> str:
 
 
 def stage_line(index: int, total: int, asset: str, state: str, seconds: float | None = None, summary: str = "") -> str:
-    """`[3/8] sft_checkpoint  done in 412 s: 240 steps, final loss 0.812`."""
+    """A line's shape: `[4/8] sft_checkpoint        done in N s: N steps, final loss L`."""
     line = f"[{index}/{total}] {asset:<21} {state}"
     if seconds is not None:
         line += f" in {seconds:.0f} s"

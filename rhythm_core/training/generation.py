@@ -85,8 +85,8 @@ def call_batches(lengths: list[int], batch_size: int, budget: int | None, new_to
 def token_budget(model, share: float = 0.5) -> int | None:
     """On CUDA, the tokens one generate call may hold: `share` of the GPU's free memory over what a
     token costs (its keys and values in every layer, and one layer's activations while the prompt
-    is run). Without it a 3B student's 64 week-long prompts (64 x 5.2k tokens) would need ~40 GB at
-    once. None on the CPU, where `batch_size` alone decides."""
+    is run). Without it a 3B student's 64 week-long prompts at once can need more memory than the GPU
+    has free. None on the CPU, where `batch_size` alone decides."""
     device = getattr(model, "device", None)
     if getattr(device, "type", "cpu") != "cuda":
         return None

@@ -44,8 +44,8 @@ def supports_prompt_cache(model) -> bool:
 
 def prompt_cache_budget(model, share: float = 0.25) -> int | None:
     """The bytes of prompt states a `PromptCache` may hold for `model`: on a CUDA GPU `share` of its
-    free memory (a 3B student's states are 36 KiB a token, 14-18 GiB for 100 week-long
-    conversations, which a 24 GB GPU cannot hold beside its weights); None (no bound) on the CPU.
+    free memory (a 3B student's states for a hundred week-long conversations are more than a 24 GB
+    GPU holds beside its weights); None (no bound) on the CPU.
     On an H200 a 3B student's play is faster with the cache (benchmarks/README.md, D35)."""
     if getattr(getattr(model, "device", None), "type", "cpu") != "cuda":
         return None

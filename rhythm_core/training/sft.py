@@ -42,9 +42,9 @@ class SFTRunConfig:
     per_device_train_batch_size: int = 8
     gradient_accumulation_steps: int = 1
     # Tokens per training example; longer ones lose their last answers (whole weeks are cut, and a
-    # per-turn example whose answer is cut is dropped). None: 4096 for the tiny model (the demo's longest
-    # week is 1,201 of its tokens), else the longest conversation, so nothing is lost (Qwen2's tokenizer
-    # gives every digit a token: a week is 4.2k tokens even with every word one token).
+    # per-turn example whose answer is cut is dropped). None: 4096 for the tiny model (room for the demo's
+    # longest week in its tokens), else the longest conversation, so nothing is lost (Qwen2's tokenizer
+    # gives every digit a token, so its weeks run past 4096: benchmarks/README.md, D34).
     max_length: int | None = None
     # The recipe's two phases: `short_context_steps` steps on the first `short_context_length` tokens
     # of every conversation (the first days of the week) at `short_context_learning_rate`, then

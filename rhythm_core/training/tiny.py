@@ -4,11 +4,11 @@ text and a small random-init Llama, so the whole lineage runs on a laptop CPU wi
 The tokenizer splits text into whitespace-led numbers ("␣+0.03", "0.69") and the text between them
 before BPE, so every number the model reads or writes is one token of its own, never fused with the
 JSON around it, while the fixed text between numbers ('","belief":{"social":', "␣cogn") merges into
-few tokens, and each role header ("assistant\n") is one token: a week is 1,199 tokens (1,485 with the
-headers spelled out byte by byte, ~2,100 with words and punctuation kept apart). The chat template
-is ChatML with `{% generation %}` around the assistant turn, which TRL's assistant-only loss needs.
-LlamaConfig, not Qwen2Config: AutoTokenizer on a Qwen2 directory silently swaps in Qwen2Tokenizer,
-whose pre-tokenizer no longer matches the trained one.
+few tokens, and each role header ("assistant\n") is one token: a week is fewer tokens than with the
+headers spelled out byte by byte or words and punctuation kept apart (benchmarks/README.md, D10, D11).
+The chat template is ChatML with `{% generation %}` around the assistant turn, which TRL's
+assistant-only loss needs. LlamaConfig, not Qwen2Config: AutoTokenizer on a Qwen2 directory silently
+swaps in Qwen2Tokenizer, whose pre-tokenizer no longer matches the trained one.
 """
 
 from __future__ import annotations
@@ -41,8 +41,9 @@ CHAT_TEMPLATE = (
 # nothing the student used; attention over a whole week is most of a training step's cost, so the
 # shorter week trains faster per step (benchmarks/README.md, D10).
 # A role header ("assistant\n" after <|im_start|>) is a chunk of its own: the tokenizer learns it as
-# one token (a turn's header was 5-9 byte-level tokens, a fifth of a week), and no merge can cross from
-# the generation prompt into the answer, so a prompt ending in the header tokenizes as in training.
+# one token (spelled out byte by byte, the headers were a sizeable share of a week's tokens; D11), and no
+# merge can cross from the generation prompt into the answer, so a prompt ending in the header
+# tokenizes as in training.
 _ROLE = r"(?:system|user|assistant)\n"
 _CHUNK = _ROLE + "|" + NUMBER_CHUNK + "|(?:(?!" + NUMBER_START + "|" + _ROLE + r")[\s\S])+"
 
