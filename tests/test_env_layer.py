@@ -42,3 +42,11 @@ def test_the_text_front_ends_import_only_the_layers_below_them():
     assert {"rhythm_core.env", "rhythm_core.protocol", "rhythm_core.graders", "rhythm_core.text_env"} <= shipped
     assert not any(dep.split(">")[0].split("=")[0] in ("torch", "dagster", "mlflow", "transformers", "trl")
                    for dep in package["project"]["dependencies"])
+
+
+def test_the_env_docs_name_every_dependency_the_env_package_declares():
+    package = tomllib.loads((ROOT / "envs" / "rhythm_env" / "pyproject.toml").read_text())
+    names = [dep.split(">")[0].split("=")[0].split("[")[0].strip().lower() for dep in package["project"]["dependencies"]]
+    for doc in (ROOT / "docs" / "environment.md", ROOT / "envs" / "rhythm_env" / "README.md"):
+        text = doc.read_text().lower()
+        assert [name for name in names if name not in text] == [], doc
