@@ -6,6 +6,9 @@ alone) ships its layers and nothing that pulls torch or Dagster."""
 from __future__ import annotations
 
 import ast
+import json
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -44,6 +47,17 @@ def test_each_layer_imports_only_the_layers_below_it():
         allowed = {"sim"} if layer in ("protocol", "graders") else set(LAYERS[:at])
         for name, names in imported_packages(ENV / layer).items():
             assert names <= allowed, (layer, name, names - allowed)
+
+
+def test_importing_the_simulator_loads_neither_the_client_nor_rhythm_core():
+    # rhythm_env's own names (RhythmEnv, RhythmAction, ...) load the OpenEnv client when first asked for.
+    code = ("import json, sys, rhythm_env.sim; loaded = {m.split('.')[0] for m in sys.modules}; import rhythm_env; "
+            "print(json.dumps([sorted(loaded), rhythm_env.RhythmEnv.__name__, 'openenv' in sys.modules]))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    loaded, client, openenv_now = json.loads(done.stdout)
+    assert not {"openenv", "fastapi", "rhythm_core", "torch"} & set(loaded), loaded
+    assert (client, openenv_now) == ("RhythmEnvClient", True)
 
 
 def test_the_package_ships_its_layers_without_torch_or_dagster():
