@@ -1,4 +1,4 @@
-"""RhythmEnv as an OpenEnv environment (rhythm_core/text_env/openenv_server.py, `rhythm serve-env`): a week played
+"""RhythmEnv as an OpenEnv environment (envs/rhythm_env/text/openenv_server.py, `rhythm serve-env`): a week played
 through the pydantic models grades as TextWeek and RhythmEnv + the grader grade it; a bad action, belief,
 seed or a step before reset is refused naming it and the week (and the server) goes on; the slow tests
 serve it from the real CLI and play concurrent weeks and a load of calls through RhythmEnvClient."""

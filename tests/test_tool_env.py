@@ -1,4 +1,4 @@
-"""RhythmEnv for TRL (rhythm_core/text_text_env/tool_env.py): the tools a model calls, what a malformed call
+"""RhythmEnv for TRL (envs/rhythm_env/text/tool_env.py): the tools a model calls, what a malformed call
 answers, the reward against the grader through RhythmEnv, and GRPOTrainer(environment_factory=…)."""
 
 from __future__ import annotations
