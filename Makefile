@@ -8,16 +8,19 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # The exact versions CI tested (pip constraints: `pip freeze` of a fresh install); `make lock` refreshes it.
 LOCK := requirements.lock
+# RhythmEnv's package (openenv-rhythm-env), a dependency of this one that is on no index: installed from its
+# folder in the same pip call, so pip never looks for it on PyPI.
+ENV_PACKAGE := ./envs/rhythm_env
 
 .PHONY: demo ui mlflow test test-slow install lint bench results gpu-check clean lock example
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml $(LOCK)
+$(STAMP): pyproject.toml $(ENV_PACKAGE)/pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -c $(LOCK) "$(TORCH_SPEC)"
-	$(BIN)/python -m pip install -q -c $(LOCK) -e ".[dev,postgres,s3,openenv]"
+	$(BIN)/python -m pip install -q -c $(LOCK) -e $(ENV_PACKAGE) -e ".[dev,postgres,s3,openenv]"
 	touch $(STAMP)
 
 # Resolve pyproject.toml's ranges afresh in a scratch venv and write what was installed as the lock.
@@ -25,7 +28,7 @@ lock:
 	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
 	.lock-venv/bin/python -m pip install -q --upgrade pip
 	.lock-venv/bin/python -m pip install -q "$(TORCH_SPEC)"
-	.lock-venv/bin/python -m pip install -q -e ".[dev,postgres,s3,openenv]"
+	.lock-venv/bin/python -m pip install -q -e $(ENV_PACKAGE) -e ".[dev,postgres,s3,openenv]"
 	{ echo "# The exact versions \`make install\` installs (pip constraints), written by \`make lock\` on $$(date -u +%F)."; \
 	  echo "# pyproject.toml keeps compatible ranges for people who import the package."; \
 	  .lock-venv/bin/python -m pip freeze --exclude-editable; } > $(LOCK).tmp

@@ -18,8 +18,8 @@ import time
 
 from results_file import write_result
 
-from rhythm_core.env.conditions import CONDITIONS, EVAL_SEEDS
 from rhythm_core.evaluation.baselines import BASELINE_AGENTS, run_baselines
+from rhythm_env.sim.conditions import CONDITIONS, EVAL_SEEDS
 
 
 def first_eval_seeds(condition: str, n: int) -> list[int]:

@@ -109,10 +109,10 @@ def without_sum(model_dir: str, seeds: dict[str, str]) -> dict:
     import numpy as np
 
     from rhythm_core.agents.rollout import rollout
-    from rhythm_core.env.conditions import eval_seed_list
-    from rhythm_core.graders import get_grader
     from rhythm_core.training.generation import SamplingConfig
     from rhythm_core.training.policy import LLMPolicyAgent
+    from rhythm_env.graders import get_grader
+    from rhythm_env.sim.conditions import eval_seed_list
 
     agent = LLMPolicyAgent.from_checkpoint(model_dir, sampling=SamplingConfig(temperature=0.0), sum_beliefs=False)
     out = {}

@@ -25,9 +25,9 @@ from results_file import write_result
 
 from rhythm_core.agents import BayesAgent, heuristic_actions
 from rhythm_core.agents.rollout import rollout
-from rhythm_core.env import RhythmEnv, VectorRhythmEnv
-from rhythm_core.env.spec import ACTIONS, STEPS_PER_EPISODE
-from rhythm_core.text_env.week import TextWeek
+from rhythm_env.sim import RhythmEnv, VectorRhythmEnv
+from rhythm_env.sim.spec import ACTIONS, STEPS_PER_EPISODE
+from rhythm_env.text.week import TextWeek
 
 
 def best_of(fn, repeats=3):
@@ -123,7 +123,7 @@ def start_server(max_sessions):
 def openenv_server(weeks_alone=20, clients=16, weeks_each=4):
     """Steps/s of `rhythm serve-env` for 1 and `clients` concurrent sessions, resets and the final grade included,
     beside the same weeks played in process (what the server's wire and sessions cost)."""
-    from rhythm_core.text_env.openenv_server import RhythmAction, RhythmEnvClient
+    from rhythm_env.text.openenv_server import RhythmAction, RhythmEnvClient
 
     def text_weeks():
         for seed in range(1000, 1000 + weeks_alone):

@@ -36,7 +36,7 @@ BELIEF_SUM = {"checkpoint": None, "on": True, "off": False}
 def _played(agent, condition: str, seeds) -> tuple[np.ndarray, np.ndarray]:
     """Per-week v3 score and final belief MAE of an agent's weeks."""
     from rhythm_core.agents.rollout import rollout
-    from rhythm_core.graders import get_grader
+    from rhythm_env.graders import get_grader
 
     episodes = rollout(agent, condition, np.asarray(seeds))
     return get_grader("v3").grade_batch(episodes)[0], np.asarray(episodes.belief_mae(), dtype=float)
@@ -89,8 +89,8 @@ def component_table(figures: dict, reference: str, students: list[str]) -> dict:
     """Each student's pooled difference from the reference split in two: v3's belief component
     (`belief_skill`: −weight × Δ belief MAE / the condition's prior MAE, per week) and the rest, what
     the actions earned (wellbeing, progress, crash avoidance)."""
-    from rhythm_core.graders import get_grader
-    from rhythm_core.graders.v3 import prior_stats
+    from rhythm_env.graders import get_grader
+    from rhythm_env.graders.v3 import prior_stats
 
     weight = get_grader("v3").weights["belief_skill"]
     table: dict = {}
@@ -150,8 +150,8 @@ def main(argv=None) -> None:
     if len(set(names)) != len(names) or args.reference in names:
         raise SystemExit(f"every student needs a name of its own, other than the reference's: got {', '.join(names)}")
 
-    from rhythm_core.env.conditions import parse_seeds
     from rhythm_core.evaluation.rollouts import evaluation_window
+    from rhythm_env.sim.conditions import parse_seeds
 
     figures: dict = {}  # condition -> player -> [scores, belief errors] over the windows' weeks
     played = json.loads(args.played.read_text()) if args.played else {}

@@ -29,10 +29,10 @@ if str(REPO) not in sys.path:
 
 from results_file import write_result  # noqa: E402
 
-from rhythm_core.env.spec import STEPS_PER_EPISODE  # noqa: E402
 from rhythm_core.teacher.run import run_teacher  # noqa: E402
 from rhythm_core.teacher.settings import TeacherSettings  # noqa: E402
 from rhythm_core.teacher.trajectories import read_trajectories, replay_check  # noqa: E402
+from rhythm_env.sim.spec import STEPS_PER_EPISODE  # noqa: E402
 from tests.openai_server import serve  # noqa: E402
 
 LATENCY_S = 0.2

@@ -29,9 +29,9 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rhythm_core.env.spec import ACTIONS, METERS
-from rhythm_core.text_env.standin import REPO_ID, build_tool_standin
-from rhythm_core.text_env.tool_env import RhythmToolEnv, WeekGroups
+from rhythm_env.sim.spec import ACTIONS, METERS
+from rhythm_env.text.standin import REPO_ID, build_tool_standin
+from rhythm_env.text.tool_env import RhythmToolEnv, WeekGroups
 
 # What --offline starts from: a few tokens a completion on CPU, the stand-in, a learning rate its few
 # steps move it at. Any flag given on the command line still wins.

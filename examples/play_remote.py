@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from rhythm_core.env.conditions import parse_seeds
-from rhythm_core.text_env.openenv_server import RhythmAction, RhythmEnvClient
+from rhythm_env.sim.conditions import parse_seeds
+from rhythm_env.text.openenv_server import RhythmAction, RhythmEnvClient
 
 # The action and belief per slot: a stand-in for an agent that reads `observation.text`.
 ROTATION = ("SLEEP", "DEEP_WORK", "EXERCISE", "SOCIALIZE")

@@ -1,7 +1,8 @@
-"""Code versions computed from the code: a hash of the normalised source of the `rhythm_core`
-modules a computation runs, plus what else decides its output (its defaults, the env version).
+"""Code versions computed from the code: a hash of the normalised source of the modules a computation
+runs, this project's (`rhythm_core`) and the environment's (`rhythm_env`), plus what else decides its
+output (its defaults, the env version).
 
-`modules_run_by(entries)` follows every `import` of `rhythm_core` modules (at module level and inside
+`modules_run_by(entries)` follows every `import` of those modules (at module level and inside
 functions, the lazy imports included) from the entry modules, through the packages they sit in.
 `source_hash` reads each module's syntax tree with docstrings removed and writes it back out, so a
 comment, a docstring, blank lines or formatting change nothing and any change to what runs changes
@@ -19,34 +20,29 @@ from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 
-PACKAGE = "rhythm_core"
-ROOT = Path(__file__).resolve().parent
-EXCLUDED = ("rhythm_core.graders",)
-# rhythm_core's packages whose source lives in the environment package's folder (envs/rhythm_env); a
-# module is hashed by its name and code wherever its file is, so where it lives changes no version.
-ENV_LAYERS = ("env", "protocol", "graders", "text_env")
+# The top-level packages whose modules are followed and hashed: the recipe and the environment it runs
+# (installed from envs/rhythm_env); any other import is a third-party library's.
+PACKAGES = ("rhythm_core", "rhythm_env")
+EXCLUDED = ("rhythm_env.graders",)
 
 
 @cache
-def _package_dir(name: str) -> Path:
-    spec = importlib.util.find_spec(f"{PACKAGE}.{name}")
+def _package_dir(top: str) -> Path:
+    """The folder of the top-level package `top`, wherever it is installed from."""
+    spec = importlib.util.find_spec(top)
     if spec is None or spec.origin is None:
-        raise ModuleNotFoundError(f"{PACKAGE}.{name} is not installed (pip install -e . installs it)")
+        raise ModuleNotFoundError(f"{top} is not installed (`make install` installs it)")
     return Path(spec.origin).resolve().parent
 
 
-def _file_base(parts: list[str]) -> Path:
-    if parts and parts[0] in ENV_LAYERS:
-        return _package_dir(parts[0]).joinpath(*parts[1:])
-    return ROOT.joinpath(*parts)
-
-
 def _path(module: str) -> Path | None:
-    parts = module.split(".")[1:]
-    package = _file_base(parts) / "__init__.py"
-    if package.is_file():
-        return package
-    file = _file_base(parts).with_suffix(".py") if parts else None
+    top, *parts = module.split(".")
+    if top not in PACKAGES:
+        return None
+    base = _package_dir(top).joinpath(*parts)
+    if (base / "__init__.py").is_file():
+        return base / "__init__.py"
+    file = base.with_suffix(".py") if parts else None
     return file if file is not None and file.is_file() else None
 
 
@@ -80,19 +76,19 @@ def _imports(module: str) -> frozenset[str]:
 
 
 def _scan_imports(module: str) -> set[str]:
-    """The rhythm_core modules `module` imports anywhere in its source (an imported name that is
-    itself a module counts as that module)."""
+    """The modules of `PACKAGES` that `module` imports anywhere in its source (an imported name that
+    is itself a module counts as that module)."""
     path = _path(module)
     is_package = path.name == "__init__.py"
     base = module.split(".") if is_package else module.split(".")[:-1]
     found = set()
     for node in ast.walk(_tree(path)):
         if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names if a.name.split(".")[0] == PACKAGE)
+            found.update(a.name for a in node.names if a.name.split(".")[0] in PACKAGES)
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 target = ".".join(base[:len(base) - node.level + 1] + ([node.module] if node.module else []))
-            elif (node.module or "").split(".")[0] == PACKAGE:
+            elif (node.module or "").split(".")[0] in PACKAGES:
                 target = node.module
             else:
                 continue
@@ -108,14 +104,14 @@ def _with_packages(module: str) -> list[str]:
 
 
 def modules_run_by(entries: Iterable[str]) -> list[str]:
-    """Every rhythm_core module the entry modules import, directly or not (graders left out), sorted."""
+    """Every module of `PACKAGES` the entry modules import, directly or not (graders left out), sorted."""
     seen, todo = set(), [m for e in entries for m in _with_packages(e)]
     while todo:
         module = todo.pop()
         if module in seen or _excluded(module):
             continue
         if _path(module) is None:
-            raise ValueError(f"{module}: no such rhythm_core module")
+            raise ValueError(f"{module}: no such module in {' or '.join(PACKAGES)}")
         seen.add(module)
         for imported in _imports(module):
             todo.extend(_with_packages(imported))
@@ -149,13 +145,14 @@ def source_hash(entries: Iterable[str], extra: dict | None = None) -> str:
 
 
 def grader_version(name: str) -> str:
-    """`<grader name>:<hash>` over the graders' own modules: what a grading asset's version names."""
-    from .graders import GRADERS
+    """`<grader name>:<hash>` over the graders' own modules: what a grading asset's version names. A
+    module is hashed under its file name, not its import name: the version names what the graders
+    compute, not where their package is installed."""
+    from rhythm_env.graders import GRADERS
 
     if name not in GRADERS:
         raise ValueError(f"unknown grader {name!r}; allowed: {', '.join(GRADERS)}")
     digest = hashlib.sha256(name.encode())
-    for path in sorted(_package_dir("graders").glob("*.py")):
-        module = f"{PACKAGE}.graders.{path.stem}" if path.stem != "__init__" else f"{PACKAGE}.graders"
-        digest.update(module.encode() + b"\0" + normalized_source(module).encode() + b"\0")
+    for path in sorted(_path("rhythm_env.graders").parent.glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + _normalized(path, path.stat().st_mtime_ns).encode() + b"\0")
     return f"{name}:{digest.hexdigest()[:12]}"

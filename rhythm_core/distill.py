@@ -12,10 +12,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from rhythm_env.graders import DEFAULT_GRADER
+
 from .data.stages import dataset_stage, reeval_stage
 from .evaluation.results import eval_results_stage
 from .evaluation.rollouts import DEFAULT_EVAL_SEEDS, eval_rollouts_stage, teacher_player
-from .graders import DEFAULT_GRADER
 from .store import is_version_folder, path_under, write_result
 from .teacher.settings import DEFAULT_BACKEND, TeacherSettings
 from .teacher.stage import teacher_stage

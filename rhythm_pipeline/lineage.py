@@ -8,7 +8,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from rhythm_core.env.spec import ENV_VERSION
+from rhythm_env.sim.spec import ENV_VERSION
 
 # `rhythm lineage`'s line in `rhythm --help` (read from this source without importing Dagster).
 DESCRIPTION = "print the chain from teacher data to an asset (reads $DAGSTER_HOME)"

@@ -13,7 +13,7 @@ from pathlib import Path
 import dagster as dg
 
 from rhythm_core.code_version import grader_version, source_hash
-from rhythm_core.graders import DEFAULT_GRADER, GRADERS
+from rhythm_env.graders import DEFAULT_GRADER, GRADERS
 
 ACTIVE_GRADER = os.environ.get("RHYTHM_GRADER", DEFAULT_GRADER)
 if ACTIVE_GRADER not in GRADERS:

@@ -7,7 +7,7 @@
 It listens on 127.0.0.1 (a free port), serves `POST /v1/chat/completions` with the real response
 shape, and answers like a sensible teacher: it reads the "Now: day D, <slot> (step k of 28).
 Meters: ..." line of the rendered prompt and replies with a valid protocol answer made by
-`rhythm_core.protocol.format_answer` (SLEEP at night, NAP when vitality is low, otherwise a fixed
+`rhythm_env.protocol.format_answer` (SLEEP at night, NAP when vitality is low, otherwise a fixed
 rule per slot). Usage tokens are about len(text) // 4.
 
 Faults are scripted, deterministic and keyed either by the request's arrival index or by a
@@ -63,8 +63,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from rhythm_core.env.spec import ACTIONS, BELIEF_DIMS
-from rhythm_core.protocol import format_answer
+from rhythm_env.protocol import format_answer
+from rhythm_env.sim.spec import ACTIONS, BELIEF_DIMS
 
 FAULT_KINDS = ("rate_limit", "server_error", "slow", "non_json", "fenced", "unknown_action", "length_empty")
 PARAM_MODES = ("chat", "reasoning", "max_tokens_only")

@@ -4,9 +4,9 @@ import pytest
 from rhythm_core.agents import AGENTS, Agent, BayesAgent, Decision, SearchAgent, get_agent, heuristic_actions
 from rhythm_core.agents.montecarlo import monte_carlo_values, noise_paths
 from rhythm_core.agents.rollout import play_lockstep, rollout
-from rhythm_core.env import RhythmEnv, VectorRhythmEnv
-from rhythm_core.env.spec import ACTIONS, BELIEF_DIMS, FACTORS, STEPS_PER_EPISODE
-from rhythm_core.graders import get_grader
+from rhythm_env.graders import get_grader
+from rhythm_env.sim import RhythmEnv, VectorRhythmEnv
+from rhythm_env.sim.spec import ACTIONS, BELIEF_DIMS, FACTORS, STEPS_PER_EPISODE
 
 
 def test_registry():
@@ -96,7 +96,7 @@ def test_scalar_env_with_batch_of_one_agent():
 
 def test_fallback_agent_plays_what_an_always_invalid_answer_gets(rollouts):
     """Every step is an invalid answer replaced by protocol.fallback_action; no belief is stated."""
-    from rhythm_core.protocol import fallback_action
+    from rhythm_env.protocol import fallback_action
 
     batch = rollouts("fallback", count=50)
     assert batch.invalid.all() and not batch.has_belief.any()
@@ -152,7 +152,7 @@ def test_search_beats_the_bayesian_teacher():
 def test_monte_carlo_values_along_the_envs_own_noise_are_the_grade_of_the_week_played():
     """Given the true profile and the env's own noise, the rollout of action a then the heuristic is the
     week the env plays, and its value is what the grader gives that week (belief aside)."""
-    from rhythm_core.env.rhythm_env import _noise_table
+    from rhythm_env.sim.rhythm_env import _noise_table
 
     seeds = np.arange(1000, 1008)
     env = VectorRhythmEnv("continuous")

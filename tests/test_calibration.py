@@ -7,7 +7,7 @@ to the dynamics or graders moves them out of range, the published comparisons no
 import numpy as np
 import pytest
 
-from rhythm_core.graders import get_grader
+from rhythm_env.graders import get_grader
 
 
 def non_belief(grader, episodes):

@@ -12,8 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from rhythm_core.code_version import ENV_LAYERS
-
 REPO = Path(__file__).resolve().parents[1]
 UPSTREAM_OF_TRAINING = {"teacher_trajectories", "reeval_report", "sft_dataset"}
 
@@ -22,9 +20,8 @@ def clone(tmp_path: Path) -> Path:
     root = tmp_path / "checkout"
     for package in ("rhythm_core", "rhythm_pipeline"):
         shutil.copytree(REPO / package, root / package, ignore=shutil.ignore_patterns("__pycache__"))
-    for layer in ENV_LAYERS:  # inside rhythm_core, as an installed wheel lays them out
-        shutil.copytree(REPO / "envs" / "rhythm_env" / "rhythm_core" / layer, root / "rhythm_core" / layer,
-                        ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "envs" / "rhythm_env", root / "rhythm_env",  # the environment, as its wheel lays it out
+                    ignore=shutil.ignore_patterns("__pycache__", "build", "*.egg-info"))
     shutil.copy(REPO / "pyproject.toml", root / "pyproject.toml")  # the dg project config the defs folder loads by
     return root
 
@@ -67,6 +64,12 @@ def test_versions_are_computed_and_name_the_grader(baseline):
     assert "grader" not in baseline["sft_checkpoint"] + baseline["teacher_trajectories"]
 
 
+def test_where_the_packages_are_installed_from_changes_no_version(baseline):
+    # The checkout (rhythm_env from envs/rhythm_env, installed editable) against the clone (rhythm_env beside
+    # rhythm_core, as the wheels lay them out): the same code, the same versions, the graders' included.
+    assert versions(REPO) == baseline
+
+
 def test_editing_a_training_function_changes_training_and_nothing_upstream(baseline, tmp_path):
     root = clone(tmp_path)
     edit_function(root / "rhythm_core" / "training" / "sft.py", "run_sft", "assert out is not None")
@@ -98,7 +101,7 @@ def test_comments_docstrings_and_layout_change_nothing(baseline, tmp_path):
 
 def test_a_grader_edit_moves_the_grading_assets_and_the_teacher_that_plans_with_it(baseline, tmp_path):
     root = clone(tmp_path)
-    v3 = root / "rhythm_core" / "graders" / "v3.py"
+    v3 = root / "rhythm_env" / "graders" / "v3.py"
     function = next(n for n in ast.parse(v3.read_text()).body if isinstance(n, ast.FunctionDef | ast.ClassDef))
     if isinstance(function, ast.ClassDef):
         function = next(n for n in function.body if isinstance(n, ast.FunctionDef))

@@ -20,13 +20,13 @@ from rhythm_core.data.hub import push_to_hub
 from rhythm_core.data.sft_dataset import assign_splits, save_sft_dataset
 from rhythm_core.data.sft_dataset import build_sft_dataset as build_recipe_dataset
 from rhythm_core.data.summary import check_no_eval_seeds, content_hash, seed_ranges
-from rhythm_core.env import EnvState, RhythmEnv, VectorRhythmEnv
-from rhythm_core.env.profiles import sample_factors
-from rhythm_core.env.spec import ACTION_INDEX, METERS, STEPS_PER_EPISODE, true_belief
-from rhythm_core.protocol import SYSTEM_PROMPT, parse_answer
 from rhythm_core.teacher.run import run_teacher
 from rhythm_core.teacher.settings import TeacherSettings
 from rhythm_core.teacher.trajectories import read_trajectories
+from rhythm_env.protocol import SYSTEM_PROMPT, parse_answer
+from rhythm_env.sim import EnvState, RhythmEnv, VectorRhythmEnv
+from rhythm_env.sim.profiles import sample_factors
+from rhythm_env.sim.spec import ACTION_INDEX, METERS, STEPS_PER_EPISODE, true_belief
 
 
 def build_sft_dataset(records, **kwargs):
@@ -81,7 +81,7 @@ def _step(records, seed, t) -> dict:
 # ---- examples ----------------------------------------------------------------------------------
 def test_chat_format_is_one_conversation_per_episode(records):
     from rhythm_core.data.sft_dataset import dataset_format
-    from rhythm_core.protocol import render_chat_turn
+    from rhythm_env.protocol import render_chat_turn
 
     chat = build_sft_dataset(records, validation_fraction=0.2, prompt_format="chat")
     assert dataset_format(chat).as_dict() == {"prompt_format": "chat", "reasoning": "full"}
@@ -105,7 +105,7 @@ def test_chat_format_is_one_conversation_per_episode(records):
 
 def test_labeled_chat_format(records):
     from rhythm_core.data.sft_dataset import dataset_format
-    from rhythm_core.protocol import render_labeled_turn
+    from rhythm_env.protocol import render_labeled_turn
 
     data = build_sft_dataset(records, validation_fraction=0.2, prompt_format="chat_labeled", reasoning="none")
     assert dataset_format(data).as_dict() == {"prompt_format": "chat_labeled", "reasoning": "none"}
@@ -488,7 +488,7 @@ def test_publish_puts_the_previous_version_back_if_the_final_rename_fails(tmp_pa
 
 
 def test_the_dataset_format_has_one_set_of_defaults_and_names_a_bad_field():
-    from rhythm_core.protocol import DEFAULT_PROMPT_FORMAT, DEFAULT_REASONING, DatasetFormat
+    from rhythm_env.protocol import DEFAULT_PROMPT_FORMAT, DEFAULT_REASONING, DatasetFormat
 
     assert DatasetFormat() == DatasetFormat(DEFAULT_PROMPT_FORMAT, DEFAULT_REASONING)
     assert DatasetFormat("chat_labeled").chat and not DatasetFormat("table", "full").chat

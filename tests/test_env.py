@@ -3,10 +3,10 @@ import json
 import numpy as np
 import pytest
 
-from rhythm_core.env import EnvState, RhythmEnv, VectorRhythmEnv, rng
-from rhythm_core.env.conditions import CONDITIONS, EVAL_SEEDS, TRAINING_SEEDS, check_seed, parse_seeds
-from rhythm_core.env.profiles import sample_factors
-from rhythm_core.env.spec import ACTIONS, FACTORS, METERS, STEPS_PER_EPISODE, true_belief
+from rhythm_env.sim import EnvState, RhythmEnv, VectorRhythmEnv, rng
+from rhythm_env.sim.conditions import CONDITIONS, EVAL_SEEDS, TRAINING_SEEDS, check_seed, parse_seeds
+from rhythm_env.sim.profiles import sample_factors
+from rhythm_env.sim.spec import ACTIONS, FACTORS, METERS, STEPS_PER_EPISODE, true_belief
 
 RANDOM = rng.stream_id("tests:actions")
 

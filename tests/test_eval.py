@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 
 from rhythm_core.cli import main
-from rhythm_core.env import VectorRhythmEnv
-from rhythm_core.env.conditions import eval_seed_list
-from rhythm_core.env.spec import STEPS_PER_EPISODE
 from rhythm_core.evaluation import rollouts
 from rhythm_core.evaluation.results import compute_results, eval_results_stage, validate_results
 from rhythm_core.evaluation.rollouts import eval_rollouts_stage, play_records
 from rhythm_core.training.generation import SamplingConfig
 from rhythm_core.training.models import CheckpointError
 from rhythm_core.training.policy import LLMPolicyAgent
+from rhythm_env.sim import VectorRhythmEnv
+from rhythm_env.sim.conditions import eval_seed_list
+from rhythm_env.sim.spec import STEPS_PER_EPISODE
 
 SEEDS = {"continuous": "0-3", "ood": "10000-10001", "discrete3": "20000-20002"}
 
@@ -50,9 +50,9 @@ def test_lockstep_batched_equals_sequential_for_greedy_decoding(sft_result):
 def test_prompt_cache_reuses_shared_prefixes_without_changing_answers(sft_result):
     """Rows of different lengths, one that extends its last prompt, one that goes back in the week,
     one never seen (3): reusing cached prefixes gives the answers of a fresh batched generate."""
-    from rhythm_core.protocol import render_messages
     from rhythm_core.training.generation import generate_answers
     from rhythm_core.training.prompt_cache import PromptCache
+    from rhythm_env.protocol import render_messages
 
     agent = LLMPolicyAgent.from_checkpoint(sft_result[0]["model_dir"], sampling=SamplingConfig(max_new_tokens=64))
     histories = heuristic_histories(4, 10)
@@ -76,9 +76,9 @@ def test_a_prompt_cache_past_its_byte_budget_lets_go_of_everything_and_keeps_the
     """On a GPU the cache holds only what its budget allows: within it every conversation reuses its
     states; past it the cache holds nothing from then on (caching some rows would split each turn
     into two calls), and every answer is the one of a plain generate either way."""
-    from rhythm_core.protocol import render_messages
     from rhythm_core.training.generation import generate_answers
     from rhythm_core.training.prompt_cache import PromptCache
+    from rhythm_env.protocol import render_messages
 
     agent = LLMPolicyAgent.from_checkpoint(sft_result[0]["model_dir"], sampling=SamplingConfig(max_new_tokens=48))
     histories = heuristic_histories(4, 6)
@@ -104,9 +104,9 @@ def test_rows_that_share_a_conversation_run_its_prefix_once_with_the_same_answer
     """GRPO's reward finishes many weeks that share a conversation up to the sampled answer: with
     nothing cached, their common prefix is run once (share_prefixes) and the answers are those of a
     plain batched generate."""
-    from rhythm_core.protocol import render_messages
     from rhythm_core.training.generation import generate_answers
     from rhythm_core.training.prompt_cache import PromptCache
+    from rhythm_env.protocol import render_messages
 
     agent = LLMPolicyAgent.from_checkpoint(sft_result[0]["model_dir"], sampling=SamplingConfig(max_new_tokens=64))
     histories = heuristic_histories(2, 8)
@@ -128,9 +128,9 @@ def test_a_checkpoints_own_generation_config_does_not_change_the_protocols_decod
     students still decode greedily, with or without the prompt cache, as SamplingConfig says."""
     from transformers import GenerationConfig
 
-    from rhythm_core.protocol import render_messages
     from rhythm_core.training.generation import generate_answers
     from rhythm_core.training.prompt_cache import PromptCache
+    from rhythm_env.protocol import render_messages
 
     agent = LLMPolicyAgent.from_checkpoint(sft_result[0]["model_dir"], sampling=SamplingConfig(max_new_tokens=48))
     obs, _ = VectorRhythmEnv("continuous").reset(np.array([0, 1, 2]))
@@ -153,8 +153,8 @@ def test_policy_tokenizes_only_new_messages_with_the_ids_of_whole_conversations(
     conversation and token ids turn by turn: at every step they equal the conversation rendered and
     tokenized whole, and the play is the one of a policy that renders everything each step."""
     from rhythm_core.agents.rollout import play_lockstep
-    from rhythm_core.protocol import render_conversation
     from rhythm_core.training.prompt_tokens import conversation_ids
+    from rhythm_env.protocol import render_conversation
 
     sampling = SamplingConfig(max_new_tokens=32, temperature=1.0, seed=5)
     # (this student learned the table format; in a conversation its sampled answers are any text at all)
@@ -457,8 +457,8 @@ def test_the_belief_check_judges_the_paired_gap_against_its_noise(tmp_path):
     exceeds 0.02 by more than two standard errors (a CPU's rounding moved the OOD gap to 0.028 ± 0.009)."""
     import json
 
-    from rhythm_core.env.episode import EpisodeBatch
     from rhythm_core.evaluation.results import paired_belief_gap
+    from rhythm_env.sim.episode import EpisodeBatch
     from rhythm_pipeline.defs.checks import student_belief_close_to_teacher
 
     def batch(seeds, maes):

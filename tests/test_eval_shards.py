@@ -11,10 +11,10 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from rhythm_core.env.conditions import parse_seeds
 from rhythm_core.evaluation.entry import play_students
 from rhythm_core.evaluation.shards import merge_played, seeds_spec, shard_configs, split_seeds, worker_resources
 from rhythm_core.teacher.trajectories import read_trajectories
+from rhythm_env.sim.conditions import parse_seeds
 
 CONFIG = {"condition": "continuous", "seeds": "0-4", "sampling": {"max_new_tokens": 96}}
 

@@ -9,13 +9,13 @@ import dagster as dg
 import pytest
 
 from rhythm_core.data.sft_dataset import build_sft_dataset
-from rhythm_core.env.spec import STEPS_PER_EPISODE
 from rhythm_core.evaluation.results import compute_results, markdown_table
 from rhythm_core.evaluation.rollouts import eval_rollouts_stage, load_rollouts
 from rhythm_core.evaluation.teacher_play import play_teacher
 from rhythm_core.store import StageIncomplete
 from rhythm_core.teacher.settings import TeacherSettings
 from rhythm_core.teacher.stage import teacher_stage
+from rhythm_env.sim.spec import STEPS_PER_EPISODE
 from tests.openai_server import serve
 
 SEEDS = {"continuous": "0-2", "ood": "10000-10001", "discrete3": "20000-20002"}

@@ -13,9 +13,6 @@ from rhythm_core.agents import BayesAgent
 from rhythm_core.agents.simple import HeuristicAgent
 from rhythm_core.cli import main
 from rhythm_core.data.sft_dataset import build_sft_dataset, dataset_format, evidence_readout
-from rhythm_core.env import VectorRhythmEnv
-from rhythm_core.env.spec import ACTIONS, BELIEF_DIMS, METERS, SLOTS, STEPS_PER_EPISODE
-from rhythm_core.protocol import parse_answer
 from rhythm_core.teacher.evidence import (
     INNOVATION_TERMS,
     MIN_FIT_EPISODES,
@@ -29,6 +26,9 @@ from rhythm_core.teacher.offline import offline_records
 from rhythm_core.teacher.run import run_teacher
 from rhythm_core.teacher.settings import TeacherSettings
 from rhythm_core.teacher.trajectories import read_trajectories
+from rhythm_env.protocol import parse_answer
+from rhythm_env.sim import VectorRhythmEnv
+from rhythm_env.sim.spec import ACTIONS, BELIEF_DIMS, METERS, SLOTS, STEPS_PER_EPISODE
 
 FIT = np.arange(1000, 1300)  # the teacher weeks a dataset would be built from
 HELD_OUT = np.arange(6000, 6200)  # continuous training seeds the read-out was not fitted on

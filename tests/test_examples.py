@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from rhythm_core.text_env.tool_env import WeekGroups
-from rhythm_core.text_env.week import TextWeek
+from rhythm_env.text.tool_env import WeekGroups
+from rhythm_env.text.week import TextWeek
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {"TRL_EXPERIMENTAL_SILENCE": "1", "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1",
@@ -29,8 +29,6 @@ def run_example(name: str, *args: str) -> subprocess.CompletedProcess:
     return done
 
 
-# The packages the wheel of envs/rhythm_env holds (its pyproject's `packages`, rhythm_core's part).
-SLIM = ("rhythm_core.env", "rhythm_core.protocol", "rhythm_core.graders", "rhythm_core.text_env")
 IMPORTED = """
 import json, runpy, sys
 sys.argv = ["grpo_rhythm_env.py", "--help"]
@@ -43,9 +41,8 @@ print(json.dumps(sorted(m for m in sys.modules if m.startswith(("rhythm", "dagst
 
 
 def in_the_slim_wheel(module: str) -> bool:
-    """The env, protocol, graders and text_env packages the environment package ships; `rhythm_core` itself
-    and its `kernels`, which this checkout's full package runs on import (the slim one has neither)."""
-    return module in ("rhythm_core", "rhythm_core.kernels") or module.startswith(SLIM)
+    """What the environment package's wheel ships: `rhythm_env` and its subpackages, nothing of rhythm_core."""
+    return module.split(".")[0] == "rhythm_env"
 
 
 def test_the_grpo_example_answers_help_with_trls_flags_and_imports_only_the_env_package_and_trl():
@@ -56,7 +53,7 @@ def test_the_grpo_example_answers_help_with_trls_flags_and_imports_only_the_env_
                  "--report_to", "--output_dir", "--use_peft", "--lora_r", "--use_vllm", "--vllm_mode", "--offline"):
         assert flag in helped.stdout, flag
     loaded = json.loads(helped.stdout.strip().splitlines()[-1])
-    assert "rhythm_core.text_env.tool_env" in loaded and [m for m in loaded if not in_the_slim_wheel(m)] == []
+    assert "rhythm_env.text.tool_env" in loaded and [m for m in loaded if not in_the_slim_wheel(m)] == []
 
 
 @pytest.mark.slow
@@ -77,7 +74,7 @@ def test_the_grpo_example_offline_calls_tools_in_every_rollout_and_has_a_gradien
 
 
 def test_the_client_example_plays_weeks_on_a_server():
-    from rhythm_core.text_env.openenv_server import create_rhythm_app
+    from rhythm_env.text.openenv_server import create_rhythm_app
     from tests.test_openenv_server import served_in_thread
 
     with served_in_thread(create_rhythm_app(max_sessions=2)) as url:

@@ -20,8 +20,8 @@ import pytest
 
 from rhythm_core.compute import threads
 from rhythm_core.compute.threads import available_cores, thread_budget, thread_env, torch_steps_at_once
-from rhythm_core.env.conditions import CONDITIONS
 from rhythm_core.evaluation.results import headline_figures
+from rhythm_env.sim.conditions import CONDITIONS
 from rhythm_pipeline.definitions import defs
 from rhythm_pipeline.defs.executor import EXECUTOR_NAME, TORCH_TAG, _multiprocess_config, step_thread_budget
 from rhythm_pipeline.lineage import tidy_metadata

@@ -134,8 +134,8 @@ def test_the_token_comparison_finds_the_first_turn_where_a_variant_differs():
 def test_a_variant_that_generates_other_tokens_fails_the_play(tmp_path):
     """The play's comparison on real generated ids: a variant sampling at temperature 1 (a public
     setting of the variant) in place of a broken cache; an exact check fails the stage on it."""
-    from rhythm_core.protocol import system_prompt
     from rhythm_core.training.qwen2_standin import build_qwen2_standin
+    from rhythm_env.protocol import system_prompt
 
     texts = [system_prompt("full"), "Now day 1 morning, vita 0.73 cogn 0.70", '{"action": "DEEP_WORK"}'] * 20
     model_dir = str(build_qwen2_standin(tmp_path / "standin", texts))

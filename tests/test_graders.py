@@ -3,9 +3,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from rhythm_core.env.episode import EpisodeBatch
-from rhythm_core.env.profiles import prior_stats
-from rhythm_core.graders import GRADERS, get_grader
+from rhythm_env.graders import GRADERS, get_grader
+from rhythm_env.sim.episode import EpisodeBatch
+from rhythm_env.sim.profiles import prior_stats
 
 
 def take(episodes: EpisodeBatch, index) -> EpisodeBatch:

@@ -11,10 +11,10 @@ from gymnasium.utils.env_checker import check_env
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-import rhythm_core.env
-from rhythm_core.env import ENV_ID, RhythmEnv, VectorRhythmEnv, rng
-from rhythm_core.env.conditions import CONDITIONS
-from rhythm_core.env.spec import ACTIONS, METERS, SLOTS, STEPS_PER_EPISODE, action_index
+import rhythm_env.sim
+from rhythm_env.sim import ENV_ID, RhythmEnv, VectorRhythmEnv, rng
+from rhythm_env.sim.conditions import CONDITIONS
+from rhythm_env.sim.spec import ACTIONS, METERS, SLOTS, STEPS_PER_EPISODE, action_index
 
 RANDOM = rng.stream_id("tests:gym-actions")
 
@@ -223,6 +223,6 @@ def test_vector_seeds_reset_like_today():
 
 def test_registration_is_idempotent():
     spec = gymnasium.spec(ENV_ID)
-    assert checker_warnings(importlib.reload, rhythm_core.env.gym) == []
-    assert checker_warnings(importlib.reload, rhythm_core.env) == []
+    assert checker_warnings(importlib.reload, rhythm_env.sim.gym) == []
+    assert checker_warnings(importlib.reload, rhythm_env.sim) == []
     assert gymnasium.spec(ENV_ID) == spec and spec.kwargs["obs_type"] == "dict"

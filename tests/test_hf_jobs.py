@@ -34,7 +34,6 @@ from rhythm_core.compute.hf_jobs import (
     JOB_RESULT_PREFIX,
     HFJobError,
     HFJobSpec,
-    build_wheel,
     render_job_script,
     run_job,
     run_key_for,
@@ -194,9 +193,9 @@ class FakeHub:
         exec(compile(self.script_text, a["script"], "exec"), ns)
         installed = self.job_side.setdefault("installed", [])
 
-        def install_wheel(wheel):
-            assert Path(wheel).is_file() and Path(wheel).suffix == ".whl"
-            installed.append(Path(wheel).name)
+        def install_wheels(wheels):
+            assert all(Path(wheel).is_file() and Path(wheel).suffix == ".whl" for wheel in wheels)
+            installed.extend(Path(wheel).name for wheel in wheels)
 
         def stream(cmd):  # the entry point in-process (once, whatever its launcher); a crash reads like a
             # subprocess's traceback + exit 1
@@ -210,7 +209,7 @@ class FakeHub:
                 traceback.print_exc(file=sys.stdout)
                 return 1
 
-        ns["install_wheel"] = install_wheel
+        ns["install_wheels"] = install_wheels
         ns["stream"] = stream
         out = io.StringIO()
         with self.monkeypatch.context() as m:
@@ -294,11 +293,13 @@ def inputs(tmp_path):
     init = tmp_path / "sft_model"
     init.mkdir()
     (init / "adapter_model.safetensors").write_bytes(b"adapter")
-    wheel = tmp_path / "wheels" / "rhythm-0.1.0-py3-none-any.whl"
-    wheel.parent.mkdir()
-    with zipfile.ZipFile(wheel, "w") as zf:
-        zf.writestr("rhythm_core/training/entry.py", "print('entry')\n")
-    return {"dataset": dataset, "init": init, "wheel": wheel}
+    (tmp_path / "wheels").mkdir()
+    wheels = [tmp_path / "wheels" / "openenv_rhythm_env-0.1.0-py3-none-any.whl",
+              tmp_path / "wheels" / "rhythm-0.1.0-py3-none-any.whl"]  # the environment package's, then rhythm's
+    for wheel, module in zip(wheels, ("rhythm_env/sim/spec.py", "rhythm_core/training/entry.py")):
+        with zipfile.ZipFile(wheel, "w") as zf:
+            zf.writestr(module, "print('module')\n")
+    return {"dataset": dataset, "init": init, "wheels": wheels}
 
 
 @pytest.fixture
@@ -316,7 +317,7 @@ def _run(hub, inputs, *, stage="sft", spec=None, token=CANARY, on_metrics=None, 
     job = run_job(stage, CONFIG, dataset_dir=inputs["dataset"], init_dir=inputs["init"] if with_init else None,
                   provenance=PROVENANCE, api=hub, spec=spec or HFJobSpec(namespace="rhythm-org"),
                   project_root=None, token=token, log=logged.append, on_metrics=on_metrics,
-                  poll_interval=0, wheel=inputs["wheel"])
+                  poll_interval=0, wheels=inputs["wheels"])
     return job, logged
 
 
@@ -347,13 +348,16 @@ def test_completed_job_round_trip(make_hub, inputs):
     assert upload["path_in_repo"] == f"runs/{run_key}" and re.fullmatch(r"sft-[0-9a-f]{12}", run_key)
     staged = hub.files("dataset", staging, job["input_revision"])
     prefix = f"runs/{run_key}/"
+    wheels = inputs["wheels"]
     assert set(staged) == {prefix + p for p in [
-        "rhythm-0.1.0-py3-none-any.whl", "config.json", "provenance.json", "dataset/dataset_dict.json",
+        *(w.name for w in wheels), "config.json", "provenance.json", "dataset/dataset_dict.json",
         "dataset/train/data-00000-of-00001.arrow"]}
-    assert staged[prefix + "rhythm-0.1.0-py3-none-any.whl"] == inputs["wheel"].read_bytes()
+    assert all(staged[prefix + w.name] == w.read_bytes() for w in wheels)
     assert json.loads(staged[prefix + "config.json"]) == CONFIG
     assert json.loads(staged[prefix + "provenance.json"]) == PROVENANCE
-    assert job["code_version"] == hashlib.sha256(inputs["wheel"].read_bytes()).hexdigest()
+    # the code version: every wheel's name and sha256, in the order they are installed
+    listed = "".join(f"{w.name} {hashlib.sha256(w.read_bytes()).hexdigest()}\n" for w in wheels)
+    assert job["code_version"] == hashlib.sha256(listed.encode()).hexdigest()
 
     # submission
     sub = hub.called("run_uv_job")[0]
@@ -369,6 +373,7 @@ def test_completed_job_round_trip(make_hub, inputs):
     assert f"--input-revision={job['input_revision']}" in args
     assert f"--staging-repo={staging}" in args and "--result-repo=rhythm-org/rhythm-sft" in args
     assert f"--code-version={job['code_version']}" in args and "--stage=sft" in args and "--no-init" in args
+    assert f"--wheels={wheels[0].name},{wheels[1].name}" in args
     # run_uv_job ships local files named in the args and rejects missing *.py/*.yaml/...: none here
     assert not any(Path(x).exists() or Path(x).suffix in {".py", ".sh", ".yaml", ".yml", ".toml"} for x in args)
     if hub.command is not None:  # the command the real HfApi builds from this submission
@@ -382,12 +387,12 @@ def test_completed_job_round_trip(make_hub, inputs):
     assert job["input_revision"] in script and job["code_version"] in script
     assert _pep723(script)["dependencies"] == [HUB_DEPENDENCY]  # what run_uv_job is given too
 
-    # inside the job: pinned download with the secret, the wheel installed, the entry point run
+    # inside the job: pinned download with the secret, the wheels installed (in one call), the entry point run
     download = next(a for m, a in hub.calls if m == "snapshot_download")
     assert download["repo_id"] == staging and download["repo_type"] == "dataset"
     assert download["revision"] == job["input_revision"] and download["allow_patterns"] == [f"runs/{run_key}/*"]
     assert download["token"] == CANARY and hub.job_side["client_token"] == CANARY
-    assert hub.job_side["installed"] == ["rhythm-0.1.0-py3-none-any.whl"]
+    assert hub.job_side["installed"] == [w.name for w in wheels]
     argv = hub.job_side["entry_argv"]
     assert argv[argv.index("--stage") + 1] == "sft" and "--init" not in argv and "--provenance" in argv
 
@@ -558,7 +563,8 @@ def test_run_key_depends_on_code_config_and_inputs(inputs, tmp_path):
 
 def _rendered_script() -> str:
     return render_job_script(stage="sft", run_key="sft-0123456789ab", staging_repo="o/rhythm-jobs",
-                             input_revision="f" * 40, wheel="rhythm-0.1.0-py3-none-any.whl",
+                             input_revision="f" * 40,
+                             wheels=["openenv_rhythm_env-0.1.0-py3-none-any.whl", "rhythm-0.1.0-py3-none-any.whl"],
                              code_version="c" * 64, result_repo="o/rhythm-sft", init=False, provenance=True)
 
 
@@ -602,20 +608,28 @@ def test_rebase_paths_moves_paths_under_the_job_directory_only():
         "sibling": "/tmp/rhythm-job-x/outside"}
 
 
-def test_build_wheel_packages_the_working_tree(tmp_path):
-    root = Path(__file__).resolve().parents[1]  # /work/main
-    had_build_dir = (root / "build").exists()
-    wheel = build_wheel(root, dest=tmp_path / "a")
-    names = zipfile.ZipFile(wheel).namelist()
-    assert wheel.name.endswith("-py3-none-any.whl")
+def test_build_wheels_packages_the_working_tree_as_its_two_distributions(tmp_path):
+    from rhythm_core.compute.wheels import build_wheels
+
+    root = Path(__file__).resolve().parents[1]
+    had_build_dir = {folder: (folder / "build").exists() for folder in (root, root / "envs" / "rhythm_env")}
+    env_wheel, wheel = build_wheels(root, dest=tmp_path / "a")
+    assert env_wheel.name.startswith("openenv_rhythm_env-") and wheel.name.startswith("rhythm-")
+    env_names, names = zipfile.ZipFile(env_wheel).namelist(), zipfile.ZipFile(wheel).namelist()
+    assert all(w.name.endswith("-py3-none-any.whl") for w in (env_wheel, wheel))
+    # each distribution under its own top-level names: the environment's layers in its wheel alone
+    assert "rhythm_env/sim/spec.py" in env_names and "rhythm_env/text/week.py" in env_names
+    assert "rhythm_env/openenv.yaml" in env_names and "rhythm_env/server/app.py" in env_names
     assert "rhythm_core/training/entry.py" in names and "rhythm_core/compute/hf_jobs.py" in names
-    # the environment's layers, whose folder is envs/rhythm_env, under their import names
-    assert "rhythm_core/env/spec.py" in names and "rhythm_core/text_env/week.py" in names
-    assert not any(n.startswith("envs/") for n in names)
-    assert not any("__pycache__" in n for n in names)
-    again = build_wheel(root, dest=tmp_path / "b")  # same code, same bytes, same code version
-    assert hashlib.sha256(again.read_bytes()).digest() == hashlib.sha256(wheel.read_bytes()).digest()
-    assert (root / "build").exists() == had_build_dir  # built from a copy, not in the working tree
+    assert {n.split("/")[0] for n in env_names if ".dist-info/" not in n} == {"rhythm_env"}  # nothing of rhythm_core
+    assert not any(n.startswith(("rhythm_env/", "rhythm_core/env/", "envs/")) for n in names)
+    metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    assert "Requires-Dist: openenv-rhythm-env" in metadata.splitlines()  # installed beside it in the job
+    assert not any("__pycache__" in n for n in env_names + names)
+    again = build_wheels(root, dest=tmp_path / "b")  # same code, same bytes, same code version
+    assert [w.read_bytes() for w in again] == [env_wheel.read_bytes(), wheel.read_bytes()]
+    # built from a copy, not in the working tree
+    assert {folder: (folder / "build").exists() for folder in had_build_dir} == had_build_dir
 
 
 def test_fetch_training_result_downloads_the_revision_and_localizes_paths(make_hub, inputs, tmp_path):

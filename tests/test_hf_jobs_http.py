@@ -1,6 +1,6 @@
 """Hugging Face Jobs over the wire: the real `huggingface_hub.HfApi` against a local Hub and Jobs
 server on 127.0.0.1 (tests/hub_server.py), which runs each submitted job script as a local process in
-a throwaway venv with the shipped wheel installed. SFT, GRPO and the students' evaluation play run as
+a throwaway venv with the shipped wheels installed. SFT, GRPO and the students' evaluation play run as
 jobs and give the artifacts the local backend gives; a job that fails, is cancelled, times out or
 loses its log stream ends with a clear error naming the job (or, for the stream, still succeeds), and
 nothing is half-published."""
@@ -14,7 +14,8 @@ import dagster as dg
 import pytest
 from huggingface_hub import HfApi
 
-from rhythm_core.compute.hf_jobs import HFJobError, HFJobSpec, build_wheel, run_job
+from rhythm_core.compute.hf_jobs import HFJobError, HFJobSpec, run_job
+from rhythm_core.compute.wheels import build_wheels
 from rhythm_core.training.publish import train_and_publish
 from rhythm_pipeline.defs.resources import ComputeResource
 from tests.hub_server import serve
@@ -71,22 +72,22 @@ def dataset(tmp_path_factory) -> str:
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> Path:
-    return build_wheel(REPO, tmp_path_factory.mktemp("wheel"))
+def wheels(tmp_path_factory) -> list[Path]:
+    return build_wheels(REPO, tmp_path_factory.mktemp("wheels"))
 
 
-def job(server, dataset, wheel, lines: list, config=SFT, **spec) -> dict:
-    # run_job is what ComputeResource's hf_jobs backend calls to train; here with a prebuilt wheel
+def job(server, dataset, wheels, lines: list, config=SFT, **spec) -> dict:
+    # run_job is what ComputeResource's hf_jobs backend calls to train; here with prebuilt wheels
     return run_job("sft", config, dataset_dir=dataset, provenance=None,
                    api=HfApi(endpoint=server.url, token=server.token),
                    spec=HFJobSpec(**{"flavor": "cpu-basic", **spec}), project_root=REPO, token=server.token,
-                   log=lines.append, poll_interval=0.2, wheel=wheel)
+                   log=lines.append, poll_interval=0.2, wheels=wheels)
 
 
-def failed(server, dataset, wheel, root: Path, **kwargs) -> HFJobError:
+def failed(server, dataset, wheels, root: Path, **kwargs) -> HFJobError:
     """The job's error, after the stage that ran it published nothing (no folder left behind)."""
     with pytest.raises(HFJobError) as info:
-        train_and_publish(root, "sft_checkpoint", lambda staged: job(server, dataset, wheel, [], **kwargs))
+        train_and_publish(root, "sft_checkpoint", lambda staged: job(server, dataset, wheels, [], **kwargs))
     assert not (root / "sft_checkpoint").exists()
     error = info.value
     assert error.job_id in server.jobs and f"Hugging Face job {error.job_id} ended " in str(error)
@@ -94,24 +95,24 @@ def failed(server, dataset, wheel, root: Path, **kwargs) -> HFJobError:
     return error
 
 
-def test_a_job_that_fails_names_itself_and_publishes_nothing(tmp_path, dataset, wheel):
+def test_a_job_that_fails_names_itself_and_publishes_nothing(tmp_path, dataset, wheels):
     with serve() as server:
-        error = failed(server, dataset, wheel, tmp_path, config={**SFT, "no_such_field": 1})  # the job's SFTRunConfig refuses it
+        error = failed(server, dataset, wheels, tmp_path, config={**SFT, "no_such_field": 1})  # the job's SFTRunConfig refuses it
     assert "ended ERROR: Job failed with exit code" in str(error)
     assert any("Error" in line for line in error.log_tail)
 
 
-def test_a_cancelled_job_names_itself_and_publishes_nothing(tmp_path, dataset, wheel):
+def test_a_cancelled_job_names_itself_and_publishes_nothing(tmp_path, dataset, wheels):
     with serve(cancel_jobs_after_s=2.0) as server:
-        error = failed(server, dataset, wheel, tmp_path)
+        error = failed(server, dataset, wheels, tmp_path)
     assert "ended CANCELED" in str(error)
 
 
-def test_a_two_gpu_flavor_runs_the_training_entry_under_torchrun_on_two_processes(tmp_path, dataset, wheel):
+def test_a_two_gpu_flavor_runs_the_training_entry_under_torchrun_on_two_processes(tmp_path, dataset, wheels):
     """On a10g-largex2 the job starts the entry through torchrun with 2 processes. The server runs jobs
     on this CPU, so a config the entry refuses ends the job as soon as both ranks have started."""
     with serve() as server:
-        error = failed(server, dataset, wheel, tmp_path, config={**SFT, "no_such_field": 1}, flavor="a10g-largex2")
+        error = failed(server, dataset, wheels, tmp_path, config={**SFT, "no_such_field": 1}, flavor="a10g-largex2")
         submitted = server.jobs[error.job_id]
     assert submitted.flavor == "a10g-largex2" and "--processes=2" in submitted.command
     log = [line.text for line in submitted.log]
@@ -120,30 +121,30 @@ def test_a_two_gpu_flavor_runs_the_training_entry_under_torchrun_on_two_processe
     assert any(" of 2 failed: TypeError: " in line and "no_such_field" in line for line in log), log[-20:]
 
 
-def test_a_job_that_hits_its_timeout_says_so(tmp_path, dataset, wheel):
+def test_a_job_that_hits_its_timeout_says_so(tmp_path, dataset, wheels):
     with serve() as server:
-        error = failed(server, dataset, wheel, tmp_path, timeout="3s")
+        error = failed(server, dataset, wheels, tmp_path, timeout="3s")
     assert "it hit its timeout of 3 s" in str(error)
 
 
-def test_a_job_that_prints_no_result_line_names_itself_and_publishes_nothing(tmp_path, dataset, wheel):
+def test_a_job_that_prints_no_result_line_names_itself_and_publishes_nothing(tmp_path, dataset, wheels):
     from rhythm_core.compute.hf_jobs import JOB_RESULT_PREFIX
 
     with serve(drop_log_lines_with=JOB_RESULT_PREFIX.strip()) as server:
-        error = failed(server, dataset, wheel, tmp_path)
+        error = failed(server, dataset, wheels, tmp_path)
     assert f"ended COMPLETED: (no status message) but printed no usable {JOB_RESULT_PREFIX.strip()} line" in str(error)
 
 
-def test_a_lost_log_stream_still_gets_the_result(tmp_path, dataset, wheel):
+def test_a_lost_log_stream_still_gets_the_result(tmp_path, dataset, wheels):
     lines = []
     with serve(break_log_stream_after=3, log_stream_error_status=503) as server:
-        record = job(server, dataset, wheel, lines)
+        record = job(server, dataset, wheels, lines)
     assert record["status"] == "COMPLETED" and record["result"]["steps"] == SFT["max_steps"]
     assert any("log stream of job" in line and "broke off" in line for line in lines)
     assert any(f"job {record['job_id']} billed" in line for line in lines)
 
 
-def test_a_job_above_max_usd_is_refused_before_anything_is_uploaded(tmp_path, dataset, wheel):
+def test_a_job_above_max_usd_is_refused_before_anything_is_uploaded(tmp_path, dataset, wheels):
     from rhythm_core.compute.costs import CostRefused
 
     with serve() as server:
@@ -151,7 +152,7 @@ def test_a_job_above_max_usd_is_refused_before_anything_is_uploaded(tmp_path, da
             run_job("sft", SFT, dataset_dir=dataset, provenance=None,
                     api=HfApi(endpoint=server.url, token=server.token),
                     spec=HFJobSpec(flavor="a10g-large", timeout="2h", max_usd=1.0), project_root=REPO,
-                    token=server.token, log=print, wheel=wheel)
+                    token=server.token, log=print, wheels=wheels)
         assert not server.jobs and not any("/commit/" in r.path for r in server.requests)
 
 

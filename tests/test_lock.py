@@ -32,8 +32,11 @@ def test_the_lock_pins_every_direct_dependency_with_cpu_torch():
     pinned = {canonicalize_name(line.split("==")[0]): line.split("==")[1] for line in lock_lines()}
     assert all("==" in line for line in lock_lines()), "every lock line is name==version"
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    wanted = project["dependencies"] + [d for extra in ("dev", "postgres", "s3")
-                                        for d in project["optional-dependencies"][extra]]
+    # The environment package is installed from its folder (editable, so not in the lock); its dependencies are.
+    env_package = tomllib.loads((REPO / "envs" / "rhythm_env" / "pyproject.toml").read_text())["project"]
+    assert env_package["name"] in project["dependencies"]
+    wanted = [d for d in project["dependencies"] if d != env_package["name"]] + env_package["dependencies"] + [
+        d for extra in ("dev", "postgres", "s3") for d in project["optional-dependencies"][extra]]
     for spec in map(Requirement, wanted):
         name = canonicalize_name(spec.name)
         assert name in pinned, f"{spec.name} is not in requirements.lock"

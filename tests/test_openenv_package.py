@@ -1,10 +1,12 @@
-"""The OpenEnv environment package envs/rhythm_env: OpenEnv's layout passes `openenv validate`, it serves
-the same env as `rhythm serve-env` (its models are rhythm_core's: one copy), a running server passes
-`openenv validate --url`, and (slow) it installs in a fresh virtualenv without torch or Dagster and serves a
-week that grades as TextWeek grades it."""
+"""The OpenEnv environment package envs/rhythm_env (the package rhythm_env): OpenEnv's layout passes
+`openenv validate`, it serves the same env as `rhythm serve-env` (one copy of the models), a running server
+passes `openenv validate --url`, its wheel holds rhythm_env alone and AutoEnv plays a week from it, and (slow)
+it installs in a fresh virtualenv without torch or Dagster, imports from any folder (the repository's root
+included), installs nothing under rhythm_core and serves a week that grades as TextWeek grades it."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -16,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from rhythm_core.env.spec import ACTIONS, STEPS_PER_EPISODE
-from rhythm_core.text_env import openenv_server
-from rhythm_core.text_env.week import TextWeek
+from rhythm_env.sim.spec import ACTIONS, STEPS_PER_EPISODE
+from rhythm_env.text import openenv_server
+from rhythm_env.text.week import TextWeek
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "envs" / "rhythm_env"
@@ -61,8 +63,6 @@ def runtime_plan():
 def play_the_runtime_plan(url: str) -> tuple[int, float]:
     """OpenEnv's runtime collector on `url` with the declared plan: (steps played, the last reward); the
     reward is the grade TextWeek gives the same week."""
-    import json
-
     from openenv.validation.runtime.collector import collect_runtime_evidence
 
     runtime = runtime_plan()
@@ -138,7 +138,6 @@ def expected_grade() -> float:
 def dockerfile_steps() -> dict:
     """server/Dockerfile's instructions, which the slow test carries out without Docker; any other
     instruction fails here, so the test keeps following the Dockerfile as it changes."""
-    import json
     import shlex
 
     steps = {"run": []}
@@ -161,6 +160,15 @@ def dockerfile_steps() -> dict:
     return steps
 
 
+# In the slim install: where the client was imported from, and the top-level folders the package installed.
+INSTALLED = """
+import importlib.metadata, json
+import rhythm_env.client
+tops = sorted({path.parts[0] for path in importlib.metadata.files("openenv-rhythm-env")})
+print(json.dumps({"client": rhythm_env.client.__file__, "tops": tops}))
+"""
+
+
 @pytest.mark.slow
 def test_the_folder_alone_built_by_the_dockerfiles_steps_serves_a_week_without_torch_or_dagster(tmp_path):
     """No Docker engine here: the Dockerfile's steps in a fresh virtualenv (no system site-packages) over a
@@ -181,6 +189,16 @@ def test_the_folder_alone_built_by_the_dockerfiles_steps_serves_a_week_without_t
                               "('torch', 'dagster', 'mlflow', 'transformers') if u.find_spec(m)])"],
                              capture_output=True, text=True, env=env)
     assert missing.stdout.strip() == "[]"
+    # The package alone imports from any folder: the repository's root (whose rhythm_core/ it does not use)
+    # and elsewhere; it installed rhythm_env and nothing under rhythm_core.
+    for folder in (ROOT, tmp_path):
+        found = subprocess.run([str(venv / "bin" / "python"), "-c", INSTALLED], capture_output=True, text=True,
+                               env=env, cwd=folder, timeout=300)
+        assert found.returncode == 0, found.stderr[-3000:]
+        installed = json.loads(found.stdout)
+        assert installed["client"].startswith(str(venv)) and installed["client"].endswith("rhythm_env/client.py")
+        assert "rhythm_env" in installed["tops"] and "rhythm_core" not in installed["tops"], installed["tops"]
+        assert not (Path(installed["client"]).parents[1] / "rhythm_core").exists()
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -226,7 +244,6 @@ print(json.dumps({"client": type(env).__name__, "action": action_cls.__name__, "
 def test_the_wheel_carries_openenv_yaml_and_autoenv_plays_a_week_from_it(tmp_path):
     """The package built as a wheel and installed alone (pip --target): OpenEnv's discovery finds it by its
     manifest, AutoAction gives RhythmAction and AutoEnv.from_env("rhythm_env", base_url=...) plays a week."""
-    import json
     import zipfile
 
     build = tmp_path / "src"
@@ -234,17 +251,20 @@ def test_the_wheel_carries_openenv_yaml_and_autoenv_plays_a_week_from_it(tmp_pat
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
                     str(tmp_path / "dist"), str(build / "envs" / "rhythm_env")], check=True, timeout=300)
     (wheel,) = (tmp_path / "dist").glob("openenv_rhythm_env-*.whl")
-    assert "rhythm_env/openenv.yaml" in zipfile.ZipFile(wheel).namelist()
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "rhythm_env/openenv.yaml" in names and "rhythm_env/sim/spec.py" in names
+    assert {name.split("/")[0] for name in names if ".dist-info/" not in name} == {"rhythm_env"}  # no rhythm_core
     site = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(wheel)],
                    check=True, timeout=300)
-    from rhythm_core.text_env.openenv_server import create_rhythm_app
+    from rhythm_env.text.openenv_server import create_rhythm_app
     from tests.test_openenv_server import served_in_thread
 
     with served_in_thread(create_rhythm_app(max_sessions=2)) as url:
         env = {**os.environ, "PYTHONPATH": str(site), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+        # from the repository's root, where a notebook or `python -c` starts
         played = subprocess.run([sys.executable, "-c", AUTO_PLAY, url, json.dumps(plan()), str(SEED)], env=env,
-                                capture_output=True, text=True, timeout=300, cwd=tmp_path)
+                                capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert played.returncode == 0, played.stderr
     answer = json.loads(played.stdout.strip().splitlines()[-1])
     assert answer["module"].startswith(str(site))  # the installed wheel's, not this checkout's

@@ -1,4 +1,4 @@
-"""RhythmEnv as an OpenEnv environment (rhythm_core/text_env/openenv_server.py, `rhythm serve-env`): a week played
+"""RhythmEnv as an OpenEnv environment (envs/rhythm_env/text/openenv_server.py, `rhythm serve-env`): a week played
 through the pydantic models grades as TextWeek and RhythmEnv + the grader grade it; a bad action, belief,
 seed or a step before reset is refused naming it and the week (and the server) goes on; the slow tests
 serve it from the real CLI and play concurrent weeks and a load of calls through RhythmEnvClient."""
@@ -22,10 +22,10 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from rhythm_core.env import ENV_ID
-from rhythm_core.env.spec import ACTIONS, STEPS_PER_EPISODE
-from rhythm_core.graders import grade_env_week
-from rhythm_core.text_env.openenv_server import (
+from rhythm_env.graders import grade_env_week
+from rhythm_env.sim import ENV_ID
+from rhythm_env.sim.spec import ACTIONS, STEPS_PER_EPISODE
+from rhythm_env.text.openenv_server import (
     OPENENV_TASK,
     RhythmAction,
     RhythmEnvClient,
@@ -34,7 +34,7 @@ from rhythm_core.text_env.openenv_server import (
     RhythmServerError,
     create_rhythm_app,
 )
-from rhythm_core.text_env.week import TextWeek
+from rhythm_env.text.week import TextWeek
 
 SEED = 1234
 
@@ -291,7 +291,7 @@ def test_serve_env_refuses_a_port_in_use_a_bad_setting_and_a_missing_extra_in_on
     assert capsys.readouterr().err == "rhythm serve-env: error: --max-sessions must be >= 1, got 0\n"
     for name in [n for n in sys.modules if n == "openenv" or n.startswith("openenv.")]:
         monkeypatch.setitem(sys.modules, name, None)  # as if openenv-core were not installed
-    monkeypatch.delitem(sys.modules, "rhythm_core.text_env.openenv_server")
+    monkeypatch.delitem(sys.modules, "rhythm_env.text.openenv_server")
     assert main(["serve-env"]) == 2
     assert capsys.readouterr().err == ("rhythm serve-env: error: no module named 'openenv'; install the openenv "
                                        "extra: pip install 'rhythm[openenv]'\n")

@@ -11,11 +11,11 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from rhythm_core.env.conditions import EVAL_SEEDS, TRAINING_SEEDS, parse_seeds
 from rhythm_core.evaluation.results import write_history
 from rhythm_core.evaluation.rollouts import DEFAULT_EVAL_SEEDS, evaluation_window
 from rhythm_core.evaluation.steps import read_store_history
 from rhythm_core.store import LocalStore
+from rhythm_env.sim.conditions import EVAL_SEEDS, TRAINING_SEEDS, parse_seeds
 from rhythm_pipeline.definitions import defs
 
 

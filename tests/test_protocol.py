@@ -9,9 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rhythm_core.env import Observation, RhythmEnv
-from rhythm_core.env.spec import ACTIONS, BELIEF_DIMS, METERS, SLOTS, STEPS_PER_EPISODE
-from rhythm_core.protocol import (
+from rhythm_env.protocol import (
     SYSTEM_PROMPT,
     ParsedAnswer,
     fallback_action,
@@ -20,6 +18,8 @@ from rhythm_core.protocol import (
     render_messages,
     render_user_prompt,
 )
+from rhythm_env.sim import Observation, RhythmEnv
+from rhythm_env.sim.spec import ACTIONS, BELIEF_DIMS, METERS, SLOTS, STEPS_PER_EPISODE
 
 VALID = '{"reasoning": "tired", "belief": {"social": 0.3, "morning": 0.7, "work": 0.5}, "action": "NAP"}'
 BELIEF = {"social": 0.3, "morning": 0.7, "work": 0.5}
@@ -367,7 +367,7 @@ def test_fallback_on_a_real_observation(full_history):
 
 
 def test_fallback_actions_vectorized_matches_the_scalar_rule():
-    from rhythm_core.protocol import fallback_actions
+    from rhythm_env.protocol import fallback_actions
 
     steps = np.array([3, 7, 0, 5, 1, 2])
     vitality = np.array([0.9, 0.05, 0.2, 0.249, 0.25, 0.8])
@@ -376,7 +376,7 @@ def test_fallback_actions_vectorized_matches_the_scalar_rule():
 
 
 def test_chat_conversation_grows_by_one_row_and_one_answer_per_step(full_history):
-    from rhythm_core.protocol import render_chat_turn, render_conversation
+    from rhythm_env.protocol import render_chat_turn, render_conversation
 
     answers = [f"answer {t}" for t in range(len(full_history))]
     for cut in (1, 2, 5, len(full_history)):
@@ -404,8 +404,8 @@ def test_chat_conversation_grows_by_one_row_and_one_answer_per_step(full_history
 
 
 def test_labeled_chat_turn_names_the_meter_before_every_number(full_history):
-    from rhythm_core.env.spec import METERS
-    from rhythm_core.protocol import render_conversation, render_labeled_turn
+    from rhythm_env.protocol import render_conversation, render_labeled_turn
+    from rhythm_env.sim.spec import METERS
 
     first = render_labeled_turn(full_history[:1])
     assert first.splitlines()[-1] == "Now day 1 morning, " + " ".join(

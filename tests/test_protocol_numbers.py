@@ -1,9 +1,9 @@
-"""The protocol's numbers as text (rhythm_core.protocol.numbers): the grid's addition, the signed
+"""The protocol's numbers as text (rhythm_env.protocol.numbers): the grid's addition, the signed
 renderer and the readers of an answer's numbers, each the one place its rule lives."""
 
 import numpy as np
 
-from rhythm_core.protocol import (
+from rhythm_env.protocol import (
     BELIEF_NUMBER,
     add_increment,
     belief_due,

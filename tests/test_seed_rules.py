@@ -9,8 +9,8 @@ import gymnasium
 import numpy as np
 import pytest
 
-from rhythm_core.env import ENV_ID, RhythmEnv
-from rhythm_core.text_env.tool_env import RhythmToolEnv
+from rhythm_env.sim import ENV_ID, RhythmEnv
+from rhythm_env.text.tool_env import RhythmToolEnv
 
 WEEK = 1234
 REFUSED = [  # (condition, seed, what the message says)
@@ -37,7 +37,7 @@ def trl_start(condition, seed, **extra):
 def openenv_start(condition, seed, **extra):
     from fastapi.testclient import TestClient
 
-    from rhythm_core.text_env.openenv_server import create_rhythm_app
+    from rhythm_env.text.openenv_server import create_rhythm_app
 
     with TestClient(create_rhythm_app(max_sessions=1)) as http, http.websocket_connect("/ws") as ws:
         ws.send_json({"type": "reset", "data": {"condition": condition, "seed": seed, **extra}})

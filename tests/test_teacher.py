@@ -16,14 +16,14 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from rhythm_core.env import Observation
-from rhythm_core.env.spec import ACTIONS, METERS, STEPS_PER_EPISODE
-from rhythm_core.protocol import fallback_action
 from rhythm_core.teacher.budget import USAGE_KEYS
 from rhythm_core.teacher.openai_client import REASK, _retry_after
 from rhythm_core.teacher.run import run_teacher
 from rhythm_core.teacher.settings import TeacherSettings
 from rhythm_core.teacher.trajectories import SCHEMA, TrajectoryError, read_trajectories, replay_check
+from rhythm_env.protocol import fallback_action
+from rhythm_env.sim import Observation
+from rhythm_env.sim.spec import ACTIONS, METERS, STEPS_PER_EPISODE
 from tests.openai_server import FakeOpenAIServer, serve
 
 REPO = Path(__file__).resolve().parents[1]

@@ -8,14 +8,14 @@ import json
 
 import pytest
 
-from rhythm_core.env import RhythmEnv
-from rhythm_core.env.spec import ACTIONS, STEPS_PER_EPISODE
-from rhythm_core.protocol import ANSWER_RESPONSE_FORMAT, parse_answer
 from rhythm_core.teacher.budget import CostBudget, usage_totals
 from rhythm_core.teacher.openai_client import TeacherRequestRejected, request_messages
 from rhythm_core.teacher.run import run_teacher
 from rhythm_core.teacher.settings import TeacherSettings, is_reasoning_model
 from rhythm_core.teacher.trajectories import read_trajectories, replay_check
+from rhythm_env.protocol import ANSWER_RESPONSE_FORMAT, parse_answer
+from rhythm_env.sim import RhythmEnv
+from rhythm_env.sim.spec import ACTIONS, STEPS_PER_EPISODE
 from tests.openai_server import MAX_TOKENS_MESSAGE, serve
 
 COND = "continuous"

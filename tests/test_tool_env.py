@@ -1,4 +1,4 @@
-"""RhythmEnv for TRL (rhythm_core/text_text_env/tool_env.py): the tools a model calls, what a malformed call
+"""RhythmEnv for TRL (envs/rhythm_env/text/tool_env.py): the tools a model calls, what a malformed call
 answers, the reward against the grader through RhythmEnv, and GRPOTrainer(environment_factory=…)."""
 
 from __future__ import annotations
@@ -8,13 +8,13 @@ import json
 import numpy as np
 import pytest
 
-from rhythm_core.env import RhythmEnv
-from rhythm_core.env.episode import EpisodeBatch
-from rhythm_core.env.spec import ACTIONS, BELIEF_DIMS, STEPS_PER_EPISODE
-from rhythm_core.graders import get_grader
-from rhythm_core.protocol import TOOL_SYSTEM_PROMPT
-from rhythm_core.text_env.tool_env import PLAY_REQUEST, RhythmToolEnv, WeekGroups, env_prompt_dataset
-from rhythm_core.text_env.week import TextWeek
+from rhythm_env.graders import get_grader
+from rhythm_env.protocol import TOOL_SYSTEM_PROMPT
+from rhythm_env.sim import RhythmEnv
+from rhythm_env.sim.episode import EpisodeBatch
+from rhythm_env.sim.spec import ACTIONS, BELIEF_DIMS, STEPS_PER_EPISODE
+from rhythm_env.text.tool_env import PLAY_REQUEST, RhythmToolEnv, WeekGroups, env_prompt_dataset
+from rhythm_env.text.week import TextWeek
 
 SEED = 1234
 

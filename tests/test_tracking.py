@@ -284,10 +284,10 @@ def stub_eval_rollouts(context) -> dict:
     from functools import partial
 
     from rhythm_core.agents import get_agent
-    from rhythm_core.env.conditions import eval_seed_list
     from rhythm_core.evaluation.rollouts import _play_file, play_condition, publish_rollouts
     from rhythm_core.store import staging
     from rhythm_core.training.generation import SamplingConfig
+    from rhythm_env.sim.conditions import eval_seed_list
     from rhythm_pipeline.settings import artifact_root
 
     seeds = {"continuous": "0-3", "ood": "10000-10003", "discrete3": "20000-20002"}

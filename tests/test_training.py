@@ -7,11 +7,11 @@ import json
 import numpy as np
 import pytest
 
-from rhythm_core.env import VectorRhythmEnv
-from rhythm_core.env.spec import ACTIONS, STEPS_PER_EPISODE
-from rhythm_core.protocol import parse_answer
 from rhythm_core.training.models import play_info, prompt_variant
 from rhythm_core.training.sft import SFTRunConfig
+from rhythm_env.protocol import parse_answer
+from rhythm_env.sim import VectorRhythmEnv
+from rhythm_env.sim.spec import ACTIONS, STEPS_PER_EPISODE
 
 
 def test_sft_loss_falls_and_streams_logs(sft_result):
@@ -191,11 +191,11 @@ def test_the_gate_names_grpo_only_when_it_is_ahead_beyond_a_standard_error():
 
 def test_action_value_plays_the_students_own_week_and_is_zero_for_its_own_answer(sft_result):
     from rhythm_core.agents.rollout import play_lockstep, rollout
-    from rhythm_core.graders import get_grader
-    from rhythm_core.protocol import action_prefix, fallback_action, format_answer, parse_answer
     from rhythm_core.training.generation import SamplingConfig
     from rhythm_core.training.grpo import make_reward_functions, student_continuation_scores
     from rhythm_core.training.policy import LLMPolicyAgent
+    from rhythm_env.graders import get_grader
+    from rhythm_env.protocol import action_prefix, fallback_action, format_answer, parse_answer
 
     student = LLMPolicyAgent.from_checkpoint(sft_result[0]["model_dir"],
                                              sampling=SamplingConfig(max_new_tokens=96, temperature=0.0))
@@ -279,7 +279,6 @@ def test_the_recipe_trains_in_two_phases_plays_its_own_conversation_and_feeds_gr
     import datasets
 
     from rhythm_core.data.sft_dataset import build_sft_dataset, dataset_format, save_sft_dataset
-    from rhythm_core.env import EnvState
     from rhythm_core.teacher.run import run_teacher
     from rhythm_core.teacher.settings import TeacherSettings
     from rhythm_core.teacher.trajectories import read_trajectories
@@ -288,6 +287,7 @@ def test_the_recipe_trains_in_two_phases_plays_its_own_conversation_and_feeds_gr
     from rhythm_core.training.grpo_prompts import _teacher_prompts, build_prompt_dataset
     from rhythm_core.training.policy import LLMPolicyAgent
     from rhythm_core.training.sft import SFTRunConfig, run_sft, with_system_prompt
+    from rhythm_env.sim import EnvState
 
     run_teacher(TeacherSettings(), "continuous", range(1100, 1108), tmp_path / "teacher.jsonl")
     records = read_trajectories(tmp_path / "teacher.jsonl").records

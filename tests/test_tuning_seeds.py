@@ -8,12 +8,12 @@ import pytest
 
 from rhythm_core.cli import main
 from rhythm_core.data.sft_dataset import build_sft_dataset, check_no_eval_seeds, dataset_card
-from rhythm_core.env import RhythmEnv, VectorRhythmEnv
-from rhythm_core.env.conditions import EVAL_SEEDS, TRAINING_SEEDS, TUNING_SEEDS, check_training_seeds
 from rhythm_core.teacher.run import run_teacher
 from rhythm_core.teacher.settings import TeacherSettings
 from rhythm_core.teacher.stage import teacher_stage
 from rhythm_core.teacher.trajectories import read_trajectories
+from rhythm_env.sim import RhythmEnv, VectorRhythmEnv
+from rhythm_env.sim.conditions import EVAL_SEEDS, TRAINING_SEEDS, TUNING_SEEDS, check_training_seeds
 
 REFUSED = "seed 9500 is a tuning seed (2 such); continuous seeds 9500-9699 are reserved for tuning"
 BAYES = TeacherSettings(backend="bayes")

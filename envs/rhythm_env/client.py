@@ -5,7 +5,7 @@ OpenEnv's `AutoEnv.from_env("rhythm_env")` and `AutoAction.from_env("rhythm_env"
 `RhythmEnvClient`, which `RhythmEnv` is.
 """
 
-from rhythm_core.text_env.openenv_server import (
+from rhythm_env.text.openenv_server import (
     RhythmAction,
     RhythmEnvClient,
     RhythmObservation,

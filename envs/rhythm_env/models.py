@@ -1,5 +1,5 @@
-"""The action, observation and state of RhythmEnv over OpenEnv (defined once, in rhythm_core.text_env)."""
+"""The action, observation and state of RhythmEnv over OpenEnv (defined once, in rhythm_env.text)."""
 
-from rhythm_core.text_env.openenv_server import RhythmAction, RhythmObservation, RhythmState
+from rhythm_env.text.openenv_server import RhythmAction, RhythmObservation, RhythmState
 
 __all__ = ["RhythmAction", "RhythmObservation", "RhythmState"]

@@ -4,8 +4,8 @@ Monte-Carlo rollouts) and oracle,
 behind one `Agent` interface; `get_agent(name)`; `rollout.play_lockstep` is the one loop that plays
 any agent (a student too) on the vector env, and `rollout` collects its finished episodes.
 
-May import `env`, `graders` (planners score paths with a grader's score-to-go) and `protocol` (the
-fallback rule); nothing above them.
+May import the environment's `rhythm_env.sim`, `rhythm_env.graders` (planners score paths with a
+grader's score-to-go) and `rhythm_env.protocol` (the fallback rule); nothing of rhythm_core above it.
 """
 
 from .base import Agent, Decision

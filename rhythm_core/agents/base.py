@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..env import BatchObservation, VectorRhythmEnv
+from rhythm_env.sim import BatchObservation, VectorRhythmEnv
 
 
 @dataclass

@@ -24,11 +24,21 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..env import BatchObservation, VectorRhythmEnv
-from ..env.dynamics import NOISE_SD, neutral_delta, profile_jacobian, profile_tensor
-from ..env.profiles import gaussian_prior
-from ..env.spec import ACTIONS, BELIEF_DIMS, BELIEF_WEIGHTS, FACTORS, METERS, SLOTS, STEPS_PER_EPISODE, true_belief
-from ..graders import DEFAULT_GRADER, get_grader
+from rhythm_env.graders import DEFAULT_GRADER, get_grader
+from rhythm_env.sim import BatchObservation, VectorRhythmEnv
+from rhythm_env.sim.dynamics import NOISE_SD, neutral_delta, profile_jacobian, profile_tensor
+from rhythm_env.sim.profiles import gaussian_prior
+from rhythm_env.sim.spec import (
+    ACTIONS,
+    BELIEF_DIMS,
+    BELIEF_WEIGHTS,
+    FACTORS,
+    METERS,
+    SLOTS,
+    STEPS_PER_EPISODE,
+    true_belief,
+)
+
 from .base import Agent, Decision
 from .planner import action_values
 

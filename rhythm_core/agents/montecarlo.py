@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..env import rng
-from ..env.dynamics import NOISE_SD, expected_delta
-from ..env.spec import ACTIONS, METERS, SLOTS, STEPS_PER_EPISODE
-from ..graders.base import ScoreToGo
+from rhythm_env.graders.base import ScoreToGo
+from rhythm_env.sim import rng
+from rhythm_env.sim.dynamics import NOISE_SD, expected_delta
+from rhythm_env.sim.spec import ACTIONS, METERS, SLOTS, STEPS_PER_EPISODE
+
 from .planner import action_values
 from .simple import heuristic_actions
 

@@ -5,8 +5,9 @@ every published table's ceiling row did; `grader` scores them with that grader's
 
 from __future__ import annotations
 
-from ..env import BatchObservation, VectorRhythmEnv
-from ..graders import get_grader
+from rhythm_env.graders import get_grader
+from rhythm_env.sim import BatchObservation, VectorRhythmEnv
+
 from .base import Agent, Decision
 from .planner import action_values
 

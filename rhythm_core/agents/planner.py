@@ -17,10 +17,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..env.dynamics import expected_delta
-from ..env.spec import ACTIONS, FACTOR_INDEX, SLOTS, STEPS_PER_EPISODE
-from ..graders.base import ScoreToGo
-from ..graders.v3 import preference_weights
+from rhythm_env.graders.base import ScoreToGo
+from rhythm_env.graders.v3 import preference_weights
+from rhythm_env.sim.dynamics import expected_delta
+from rhythm_env.sim.spec import ACTIONS, FACTOR_INDEX, SLOTS, STEPS_PER_EPISODE
+
 from .simple import heuristic_actions
 
 HORIZON = 4

@@ -8,9 +8,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..env import BatchObservation, EnvState, VectorRhythmEnv
-from ..env.episode import EpisodeBatch
-from ..env.spec import BELIEF_DIMS, STEPS_PER_EPISODE
+from rhythm_env.sim import BatchObservation, EnvState, VectorRhythmEnv
+from rhythm_env.sim.episode import EpisodeBatch
+from rhythm_env.sim.spec import BELIEF_DIMS, STEPS_PER_EPISODE
+
 from .base import Agent, Decision
 
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..env import BatchObservation
-from ..env.dynamics import NOISE_SD, profile_tensor
-from ..env.spec import ACTIONS
+from rhythm_env.sim import BatchObservation
+from rhythm_env.sim.dynamics import NOISE_SD, profile_tensor
+from rhythm_env.sim.spec import ACTIONS
+
 from .bayes import INFO_WEIGHT, PLAN_GRADER, BayesAgent, inference_text
 from .montecarlo import PATHS, ROLLOUT_POLICIES, monte_carlo_values, noise_paths
 

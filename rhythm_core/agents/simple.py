@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..env import BatchObservation, rng
-from ..env.spec import ACTION_INDEX, ACTIONS, BELIEF_DIMS, METERS, SLOTS
-from ..protocol import fallback_actions
+from rhythm_env.protocol import fallback_actions
+from rhythm_env.sim import BatchObservation, rng
+from rhythm_env.sim.spec import ACTION_INDEX, ACTIONS, BELIEF_DIMS, METERS, SLOTS
+
 from .base import Agent, Decision
 
 _RANDOM_STREAM = rng.stream_id("agent:random")

@@ -9,7 +9,8 @@ import argparse
 import math
 import os
 
-from ..env.conditions import check_seed, check_training_seeds, parse_seeds
+from rhythm_env.sim.conditions import check_seed, check_training_seeds, parse_seeds
+
 from ..errors import BadInput, UserError
 
 
@@ -43,7 +44,8 @@ def check_teacher(args) -> None:
         args.seed_list = parse_seeds(args.seeds)
         check_training_seeds(args.condition, args.seed_list)
     else:
-        from ..env.conditions import eval_seed_list
+        from rhythm_env.sim.conditions import eval_seed_list
+
         from ..evaluation.teacher_play import EVALUATION_PURPOSE
 
         args.seed_list = eval_seed_list(args.condition, args.seeds)  # refuses anything but evaluation seeds
@@ -109,7 +111,8 @@ def check_dataset(args) -> None:
 
 
 def check_env_dataset(args) -> None:
-    from ..env.conditions import check_purpose_seeds
+    from rhythm_env.sim.conditions import check_purpose_seeds
+
     from ..store import check_output_dir
 
     try:
@@ -120,7 +123,8 @@ def check_env_dataset(args) -> None:
 
 
 def check_eval(args) -> None:
-    from ..env.conditions import eval_seed_list
+    from rhythm_env.sim.conditions import eval_seed_list
+
     from ..evaluation.rollouts import EVAL_BASELINES
     from ..evaluation.teacher_play import TEACHER_PLAYER
     from ..store import check_output_root
@@ -193,8 +197,8 @@ def check_serve_env(args) -> None:
     import importlib
     import socket
 
-    try:  # openenv (with uvicorn) is the openenv extra, not a core dependency
-        importlib.import_module("rhythm_core.text_env.openenv_server")
+    try:  # openenv (with uvicorn) comes with the environment package, but an install without its dependencies lacks it
+        importlib.import_module("rhythm_env.text.openenv_server")
         importlib.import_module("uvicorn")
     except ModuleNotFoundError as exc:
         missing = (exc.name or "").split(".")[0]

@@ -14,9 +14,7 @@ import json
 import os
 import sys
 
-from ..env.conditions import CONDITIONS
-from ..errors import BadInput, UserError
-from ..protocol import (
+from rhythm_env.protocol import (
     DEFAULT_PROMPT_FORMAT,
     DEFAULT_READOUT_FORM,
     DEFAULT_REASONING,
@@ -24,6 +22,9 @@ from ..protocol import (
     READOUT_FORMS,
     REASONING,
 )
+from rhythm_env.sim.conditions import CONDITIONS
+
+from ..errors import BadInput, UserError
 from .checks import (
     agents_arg,
     check_baselines,
@@ -124,14 +125,15 @@ def _cmd_dataset(args) -> int:
 
 
 def _cmd_env_dataset(args) -> int:
+    from rhythm_env.text.tool_env import env_prompt_dataset
+
     from ..data.env_dataset import save_env_dataset
-    from ..text_env.tool_env import env_prompt_dataset
 
     dataset = env_prompt_dataset(args.condition, args.seed_list, purpose=args.purpose)
     summary = save_env_dataset(dataset, args.out, {"condition": args.condition, "seeds": args.seeds,
                                                    "purpose": args.purpose}, overwrite=args.overwrite)
     print(f"{summary['path']}: {summary['rows']} weeks of {args.condition} ({args.purpose}), for "
-          f"rhythm_core.text_env.tool_env.RhythmToolEnv(purpose='{args.purpose}')")
+          f"rhythm_env.text.tool_env.RhythmToolEnv(purpose='{args.purpose}')")
     return 0
 
 
@@ -199,14 +201,14 @@ def _cmd_gpu_check(args) -> int:
 
 
 def _cmd_serve_env(args) -> int:
-    from ..text_env.openenv_server import create_rhythm_app, serve
+    from rhythm_env.text.openenv_server import create_rhythm_app, serve
 
     app = create_rhythm_app(purpose=args.purpose, grader=args.grader, max_sessions=args.max_sessions)
     host, port = args.socket.getsockname()[:2]
     url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
     serve(app, args.socket, on_ready=lambda: print(
         f"RhythmEnv at {url} ({args.purpose} weeks, grader {args.grader}, up to {args.max_sessions} sessions); play it "
-        f"with rhythm_core.text_env.openenv_server.RhythmEnvClient(base_url='{url}'); Ctrl-C stops", flush=True))
+        f"with rhythm_env.text.openenv_server.RhythmEnvClient(base_url='{url}'); Ctrl-C stops", flush=True))
     print("rhythm serve-env: stopped", file=sys.stderr)
     return 0
 
@@ -216,7 +218,7 @@ def _cmd_plugin(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ..graders import DEFAULT_GRADER, GRADERS
+    from rhythm_env.graders import DEFAULT_GRADER, GRADERS
 
     parser = OneLineParser(prog="rhythm", description="RhythmEnv distillation toolkit", formatter_class=HelpFormatter)
     parser.add_argument("--version", action="version", version=f"rhythm {package_version()}")
@@ -328,7 +330,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true", help="replace --out even if it is not an earlier env dataset")
 
     p = command("serve-env", "serve RhythmEnv as an OpenEnv environment (HTTP and WebSocket) for other trainers; "
-                "rhythm_core.text_env.openenv_server.RhythmEnvClient plays it", _cmd_serve_env, check_serve_env)
+                "rhythm_env.text.openenv_server.RhythmEnvClient plays it", _cmd_serve_env, check_serve_env)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
     p.add_argument("--port", type=int, default=8000, help="port to listen on (0: a free one, printed)")
     p.add_argument("--max-sessions", type=int, default=16, help="weeks played at once, one WebSocket session each")

@@ -64,7 +64,7 @@ def stage_units(stage: str, config: dict) -> int:
     if stage == "grpo":
         return int(config.get("max_steps", 0))
     if stage == "play":
-        from ..env.conditions import eval_seed_list
+        from rhythm_env.sim.conditions import eval_seed_list
 
         return len(eval_seed_list(config["condition"], config["seeds"])) * max(1, len(config.get("players", {})))
     raise ValueError(f"unknown stage {stage!r}")

@@ -9,12 +9,13 @@
 
 `hf_jobs.render_job_script` ships this file's source with the run's values written in as DEFAULTS
 (the job's arguments carry the same values). In the job it downloads runs/<run_key>/ from the
-staging dataset repo at a pinned revision, checks and installs the shipped rhythm wheel, runs
+staging dataset repo at a pinned revision, checks and installs the shipped wheels (the environment
+package's and rhythm's, in one install: the environment's is on no index), runs
 `python -m rhythm_core.training.entry` (sft, grpo; under torchrun, one process per GPU, on a
 multi-GPU flavor) or `python -m rhythm_core.evaluation.entry` (play), uploads its output directory to the result model repo and
 prints `RHYTHM_JOB_RESULT {json}` last. HF_TOKEN comes from the job's secrets and is never printed.
 
-It runs before the wheel is installed, with only huggingface_hub: it imports nothing from rhythm_core.
+It runs before the wheels are installed, with only huggingface_hub: it imports nothing from rhythm_core.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ def parse_args(argv=None):
     parser.add_argument("--run-key", default=DEFAULTS.get("run_key"))
     parser.add_argument("--staging-repo", default=DEFAULTS.get("staging_repo"))
     parser.add_argument("--input-revision", default=DEFAULTS.get("input_revision"))
-    parser.add_argument("--wheel", default=DEFAULTS.get("wheel"))
+    parser.add_argument("--wheels", type=lambda text: text.split(","), default=DEFAULTS.get("wheels"),
+                        help="the staged wheels, comma-separated, in the order code_version_of hashes them")
     parser.add_argument("--code-version", default=DEFAULTS.get("code_version"))
     parser.add_argument("--result-repo", default=DEFAULTS.get("result_repo"))
     parser.add_argument("--init", action=argparse.BooleanOptionalAction, default=DEFAULTS.get("init"))
@@ -63,12 +65,21 @@ def sha256_file(path) -> str:
     return digest.hexdigest()
 
 
-def install_wheel(wheel: Path) -> None:
-    """Install the rhythm wheel (and its dependencies) into this interpreter."""
+def code_version_of(wheels) -> str:
+    """The code version of the wheels a job installs: sha256 over each wheel's file name and sha256, in order."""
+    digest = hashlib.sha256()
+    for wheel in wheels:
+        digest.update(f"{Path(wheel).name} {sha256_file(wheel)}\n".encode())
+    return digest.hexdigest()
+
+
+def install_wheels(wheels: list[Path]) -> None:
+    """Install the wheels (and their dependencies) into this interpreter, in one call: rhythm's dependency
+    on the environment package is then met by its wheel here."""
     if shutil.which("uv"):
-        cmd = ["uv", "pip", "install", "--python", sys.executable, str(wheel)]
+        cmd = ["uv", "pip", "install", "--python", sys.executable, *map(str, wheels)]
     else:
-        cmd = [sys.executable, "-m", "pip", "install", str(wheel)]
+        cmd = [sys.executable, "-m", "pip", "install", *map(str, wheels)]
     print("+ " + " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True)
 
@@ -87,7 +98,7 @@ def stream(cmd: list[str]) -> int:
 def entry_command(entry: str, processes: int) -> list[str]:
     """`python -m entry` on one process; on more, under torchrun on this node through the installed
     wheel's launcher (rhythm_core.compute.launch.launch_command: no restarts, a failed rank in one line).
-    Written out here: this script cannot import rhythm_core, it only runs it once the wheel is in."""
+    Written out here: this script cannot import rhythm_core, it only runs it once the wheels are in."""
     if processes <= 1:
         return [sys.executable, "-m", entry]
     return [sys.executable, "-m", "rhythm_core.compute.launch", f"--processes={processes}", "-m", entry]
@@ -107,12 +118,13 @@ def main(argv=None) -> int:
     local = snapshot_download(args.staging_repo, repo_type="dataset", revision=args.input_revision,
                               allow_patterns=[f"{prefix}/*"], local_dir=str(work / "staging"), token=token)
     inputs = Path(local) / prefix
-    wheel = inputs / args.wheel
-    digest = sha256_file(wheel)
-    if digest != args.code_version:
-        print(f"{wheel.name} has sha256 {digest}, expected {args.code_version}", file=sys.stderr, flush=True)
+    wheels = [inputs / name for name in args.wheels]
+    version = code_version_of(wheels)
+    if version != args.code_version:
+        print(f"the wheels {', '.join(args.wheels)} have code version {version}, expected {args.code_version}",
+              file=sys.stderr, flush=True)
         return 3
-    install_wheel(wheel)
+    install_wheels(wheels)
 
     out = work / "out"
     entry = ENTRY_MODULES[args.stage]

@@ -4,14 +4,15 @@ grpo) and the students' evaluation play (play).
 The job runs the same entry point as the local subprocess (`python -m rhythm_core.training.entry`,
 or `python -m rhythm_core.evaluation.entry` for play):
 
-1. the working tree is built into a wheel; its sha256 is the code version;
-2. the wheel and the inputs (dataset, init checkpoint, config.json, provenance.json) are uploaded to
+1. the working tree is built into wheels, the environment package's (envs/rhythm_env, which rhythm
+   depends on) and rhythm's; a hash of their sha256s is the code version (`code_version_of`);
+2. the wheels and the inputs (dataset, init checkpoint, config.json, provenance.json) are uploaded to
    the private dataset repo `{namespace}/{staging_repo}` under `runs/{run_key}/`, where `run_key` is
    the stage plus a hash of (code version, config, inputs), so identical inputs reuse one folder;
    the commit oid pins the inputs' revision;
 3. the uv script (PEP 723) `hf_job_script.py`, with the run's values written in, is submitted with
    `HfApi.run_uv_job`; inside the job it downloads `runs/{run_key}` at that revision, checks the
-   wheel's sha256, installs it, runs the entry point (its output is the job log), uploads the
+   wheels' code version, installs them, runs the entry point (its output is the job log), uploads the
    output directory to the private model repo `{namespace}/{result_repo_prefix}-{stage}` (each
    commit holds exactly one run's outputs) and prints `RHYTHM_JOB_RESULT {json}` with the repo id
    and commit oid;
@@ -30,11 +31,8 @@ import json
 import os
 import pprint
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
-import tomllib
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,14 +41,13 @@ from pathlib import Path
 from ..store import LOG_PREFIX, rebase_paths, sha256_dir, sha256_file, write_result
 from . import hf_job_script
 from .costs import billed, default_timeout_s, flavor_gpus, job_budget, parse_timeout
-from .hf_job_script import JOB_RESULT_PREFIX
+from .hf_job_script import JOB_RESULT_PREFIX, code_version_of
+from .wheels import build_wheels
 
 STAGES = ("sft", "grpo", "play")
 # Stages after which a job never runs again (huggingface_hub's TERMINAL_JOB_STAGES).
 TERMINAL_STAGES = frozenset({"COMPLETED", "CANCELED", "ERROR", "DELETED"})
 HUB_DEPENDENCY = "huggingface_hub>=0.34"  # as in hf_job_script's PEP 723 block
-# Fixed zip timestamps, so the same code gives the same wheel bytes and the same code version.
-_SOURCE_DATE_EPOCH = "315532800"  # 1980-01-01, the earliest date a zip entry can hold
 # The line of hf_job_script that render_job_script replaces with the run's values (config, inputs, revision).
 _DEFAULTS_LINE = "DEFAULTS: dict = {}\n"
 
@@ -83,74 +80,21 @@ class HFJobSpec:
     namespace: str | None = None  # user/org that owns the staging repo, the result repo and the job
     image: str | None = None  # None: the uv job default image
     python: str | None = "3.11"
-    staging_repo: str = "rhythm-jobs"  # dataset repo for the wheel + inputs
+    staging_repo: str = "rhythm-jobs"  # dataset repo for the wheels + inputs
     result_repo_prefix: str = "rhythm"  # model repo "{namespace}/{prefix}-{stage}" for outputs
     log_tail_lines: int = 40
-
-
-# --------------------------------------------------------------------------------------------------
-# The code: a wheel of the working tree
-
-
-def _copy_source_tree(root: Path, dest: Path) -> None:
-    """Copy what a wheel is built from: the top-level files and the top-level packages (or src/).
-
-    Building from a copy keeps the build out of the working tree (no build/ or egg-info written
-    there) and keeps stale files from an earlier build/lib out of the wheel."""
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build", "dist", ".*")
-    dest.mkdir(parents=True)
-    for entry in sorted(root.iterdir()):
-        if entry.name.startswith("."):
-            continue
-        if entry.is_file():
-            shutil.copy2(entry, dest / entry.name)
-        elif entry.is_dir() and (entry.name == "src" or (entry / "__init__.py").is_file()):
-            shutil.copytree(entry, dest / entry.name, ignore=ignore)
-    # The folders package-dir maps packages to (rhythm_core.env & co live in envs/rhythm_env).
-    pyproject = tomllib.loads((root / "pyproject.toml").read_text()) if (root / "pyproject.toml").is_file() else {}
-    for folder in sorted(set(pyproject.get("tool", {}).get("setuptools", {}).get("package-dir", {}).values()) - {"."}):
-        shutil.copytree(root / folder, dest / folder, ignore=ignore, dirs_exist_ok=True)
-
-
-def build_wheel(project_root, dest=None) -> Path:
-    """Build the project at `project_root` into a wheel (no dependencies, no build isolation).
-
-    Returns the .whl path (in `dest`, or a new temporary directory); its sha256 is the code version.
-    The same source gives the same bytes (SOURCE_DATE_EPOCH pins the zip timestamps)."""
-    root = Path(project_root).resolve()
-    if not (root / "pyproject.toml").is_file() and not (root / "setup.py").is_file():
-        raise FileNotFoundError(f"{root}: no pyproject.toml or setup.py to build a wheel from")
-    out = Path(dest) if dest is not None else Path(tempfile.mkdtemp(prefix="rhythm-wheel-"))
-    out.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="rhythm-wheel-src-") as tmp:
-        src = Path(tmp) / root.name
-        _copy_source_tree(root, src)
-        wheel_dir = Path(tmp) / "dist"
-        cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-               "--disable-pip-version-check", "--no-cache-dir", "-q", "-w", str(wheel_dir), str(src)]
-        proc = subprocess.run(cmd, capture_output=True, text=True,
-                              env={**os.environ, "SOURCE_DATE_EPOCH": _SOURCE_DATE_EPOCH})
-        if proc.returncode != 0:
-            raise RuntimeError(f"building a wheel of {root} failed (exit {proc.returncode}):\n"
-                               f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
-        wheels = sorted(wheel_dir.glob("*.whl"))
-        if len(wheels) != 1:
-            raise RuntimeError(f"expected one wheel from {root}, got {[w.name for w in wheels]}")
-        final = out / wheels[0].name
-        shutil.move(str(wheels[0]), final)
-    return final
 
 
 # --------------------------------------------------------------------------------------------------
 # The job script
 
 
-def render_job_script(*, stage: str, run_key: str, staging_repo: str, input_revision: str, wheel: str,
+def render_job_script(*, stage: str, run_key: str, staging_repo: str, input_revision: str, wheels: list[str],
                       code_version: str, result_repo: str, init: bool, provenance: bool, processes: int = 1) -> str:
     """The uv script a job runs: the source of `hf_job_script` with the values written in as its
     DEFAULTS (the job also gets them as args)."""
     defaults = {"stage": stage, "run_key": run_key, "staging_repo": staging_repo, "input_revision": input_revision,
-                "wheel": wheel, "code_version": code_version, "result_repo": result_repo, "init": bool(init),
+                "wheels": list(wheels), "code_version": code_version, "result_repo": result_repo, "init": bool(init),
                 "provenance": bool(provenance), "processes": int(processes)}
     source = Path(hf_job_script.__file__).read_text(encoding="utf-8")
     if source.count(_DEFAULTS_LINE) != 1:
@@ -158,11 +102,11 @@ def render_job_script(*, stage: str, run_key: str, staging_repo: str, input_revi
     return source.replace(_DEFAULTS_LINE, f"DEFAULTS = {pprint.pformat(defaults, width=100, sort_dicts=False)}\n")
 
 
-def _script_args(*, stage, run_key, staging_repo, input_revision, wheel, code_version, result_repo, init,
+def _script_args(*, stage, run_key, staging_repo, input_revision, wheels, code_version, result_repo, init,
                  provenance, processes=1) -> list[str]:
     # `--name=value` forms: run_uv_job uploads any argument that names a local file, and no value here should.
     return [f"--stage={stage}", f"--run-key={run_key}", f"--staging-repo={staging_repo}",
-            f"--input-revision={input_revision}", f"--wheel={wheel}", f"--code-version={code_version}",
+            f"--input-revision={input_revision}", f"--wheels={','.join(wheels)}", f"--code-version={code_version}",
             f"--result-repo={result_repo}", "--init" if init else "--no-init",
             "--provenance" if provenance else "--no-provenance", f"--processes={processes}"]
 
@@ -224,7 +168,7 @@ def run_key_for(stage: str, code_version: str, config: dict, dataset_dir, init_d
 def run_job(stage: str, config: dict, *, dataset_dir=None, init_dir=None, provenance: dict | None = None, api,
             spec: HFJobSpec, project_root, token: str | None, log: Callable[[str], None],
             on_metrics: Callable[[dict], None] | None = None, poll_interval: float = 5.0,
-            wheel: Path | None = None) -> dict:
+            wheels: list[Path] | None = None) -> dict:
     """Run one stage on Hugging Face Jobs; returns the job's record (see the module doc). Training
     stages read `dataset_dir` (and `init_dir`, the checkpoint GRPO starts from); play reads
     `init_dir`, a folder holding each student's model folder.
@@ -259,17 +203,19 @@ def run_job(stage: str, config: dict, *, dataset_dir=None, init_dir=None, proven
     with tempfile.TemporaryDirectory(prefix="rhythm-hf-job-") as tmp:
         tmp = Path(tmp)
         # 1. The code and the inputs, in one commit of the staging repo.
-        if wheel is None:
-            log(f"[hf-jobs] building a wheel of {project_root}")
-            wheel = build_wheel(project_root, dest=tmp / "wheel")
-        wheel = Path(wheel)
-        if wheel.suffix != ".whl" or not wheel.is_file():
-            raise FileNotFoundError(f"{wheel} is not a wheel file")
-        code_version = sha256_file(wheel)
+        if wheels is None:
+            log(f"[hf-jobs] building the wheels of {project_root}")
+            wheels = build_wheels(project_root, dest=tmp / "wheel")
+        wheels = [Path(wheel) for wheel in wheels]
+        for wheel in wheels:
+            if wheel.suffix != ".whl" or not wheel.is_file():
+                raise FileNotFoundError(f"{wheel} is not a wheel file")
+        code_version = code_version_of(wheels)
         run_key = run_key_for(stage, code_version, config, dataset_dir, init_dir, provenance)
         run_dir = tmp / "run"
         run_dir.mkdir()
-        link_or_copy(wheel, run_dir / wheel.name)
+        for wheel in wheels:
+            link_or_copy(wheel, run_dir / wheel.name)
         (run_dir / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True, default=str) + "\n")
         if provenance is not None:
             (run_dir / "provenance.json").write_text(
@@ -278,7 +224,7 @@ def run_job(stage: str, config: dict, *, dataset_dir=None, init_dir=None, proven
             shutil.copytree(dataset_dir, run_dir / "dataset", copy_function=link_or_copy)
         if init_dir is not None:
             shutil.copytree(init_dir, run_dir / "init", copy_function=link_or_copy)
-        log(f"[hf-jobs] code version {code_version[:12]} ({wheel.name}); uploading inputs to "
+        log(f"[hf-jobs] code version {code_version[:12]} ({', '.join(w.name for w in wheels)}); uploading inputs to "
             f"{staging_repo_id}/runs/{run_key}")
         api.create_repo(staging_repo_id, repo_type="dataset", private=True, exist_ok=True, token=token)
         commit = api.upload_folder(repo_id=staging_repo_id, folder_path=str(run_dir), path_in_repo=f"runs/{run_key}",
@@ -289,7 +235,7 @@ def run_job(stage: str, config: dict, *, dataset_dir=None, init_dir=None, proven
 
         # 2-3. The job script, submitted as a uv job with the token as its only secret.
         values = {"stage": stage, "run_key": run_key, "staging_repo": staging_repo_id,
-                  "input_revision": input_revision, "wheel": wheel.name, "code_version": code_version,
+                  "input_revision": input_revision, "wheels": [w.name for w in wheels], "code_version": code_version,
                   "result_repo": result_repo_id, "init": init_dir is not None, "provenance": provenance is not None,
                   "processes": processes}
         script = tmp / "job" / f"rhythm_{stage}_job.py"

@@ -4,6 +4,6 @@ the teacher graded under any grader beside baselines replayed on the same seeds)
 `examples` and `answers`, laid out by `schema`, read back by `summary`, described by `card`, pushed
 by `hub`).
 
-May import `env`, `graders`, `agents`, `teacher` and the top-level `protocol` / `artifacts`; never
-`training` or `evaluation`, which consume what it makes.
+May import the environment (`rhythm_env.sim`, `.graders`, `.protocol`), `agents`, `teacher` and the
+top-level `store`; never `training` or `evaluation`, which consume what it makes.
 """

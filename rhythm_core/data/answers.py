@@ -4,8 +4,9 @@ reasoning is the read-out's increment for the step and the belief its running su
 
 from __future__ import annotations
 
-from ..env.spec import BELIEF_DIMS
-from ..protocol import format_answer, signed
+from rhythm_env.protocol import format_answer, signed
+from rhythm_env.sim.spec import BELIEF_DIMS
+
 from ..teacher.evidence import EvidenceReadout, InnovationReadout
 
 

@@ -11,8 +11,9 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from ..env.spec import ENV_VERSION, STEPS_PER_EPISODE
-from ..protocol import CHAT_FORMATS, DatasetFormat
+from rhythm_env.protocol import CHAT_FORMATS, DatasetFormat
+from rhythm_env.sim.spec import ENV_VERSION, STEPS_PER_EPISODE
+
 from .schema import SPLITS, build_info
 from .summary import content_hash, dataset_summary, episodes_by_split, eval_seed_hits, seed_ranges, tuning_seed_hits
 
@@ -125,7 +126,7 @@ def render_card(dataset_dict, provenance: dict, digest: str, episodes: dict[str,
                    "- `true_belief`: the hidden profile's true belief (social, morning, work), for reward computation. "
                    "Never show it to the model.",
                    "- `env_states`: per assistant turn, JSON of the env state at its prompt "
-                   "(`rhythm_core.env.EnvState.to_dict`), to restore the env and roll a sampled action forward."]
+                   "(`rhythm_env.sim.EnvState.to_dict`), to restore the env and roll a sampled action forward."]
     else:
         layout = ("One example per teacher decision: the system prompt, the rendered week so far "
                   "(user), and the teacher's canonical JSON answer (assistant: reasoning, belief about the hidden profile, "
@@ -136,7 +137,7 @@ def render_card(dataset_dict, provenance: dict, digest: str, episodes: dict[str,
                    "- `teacher`: the teacher id.",
                    "- `true_belief`: the hidden profile's true belief (social, morning, work), for reward computation. "
                    "Never show it to the model.",
-                   "- `env_state`: JSON of the env state at the prompt (`rhythm_core.env.EnvState.to_dict`), to restore "
+                   "- `env_state`: JSON of the env state at the prompt (`rhythm_env.sim.EnvState.to_dict`), to restore "
                    "the env and roll a sampled action forward."]
     lines = [
         "---", front.rstrip("\n"), "---", "",

@@ -1,4 +1,4 @@
-"""The prompt dataset of `RhythmToolEnv` (text_env.tool_env.env_prompt_dataset) published as an artifact,
+"""The prompt dataset of `RhythmToolEnv` (rhythm_env.text.tool_env.env_prompt_dataset) published as an artifact,
 which `rhythm env-dataset` writes."""
 
 from __future__ import annotations

@@ -4,8 +4,9 @@ conversation (chat formats) or one row per decision (table)."""
 
 from __future__ import annotations
 
-from ..env.spec import ENV_VERSION, STEPS_PER_EPISODE
-from ..protocol import CHAT_FORMATS, DEFAULT_PROMPT_VARIANT, SYSTEM_PROMPT, render_conversation
+from rhythm_env.protocol import CHAT_FORMATS, DEFAULT_PROMPT_VARIANT, SYSTEM_PROMPT, render_conversation
+from rhythm_env.sim.spec import ENV_VERSION, STEPS_PER_EPISODE
+
 from ..teacher.trajectories import replay
 
 

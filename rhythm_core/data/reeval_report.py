@@ -12,9 +12,10 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from rhythm_env.graders import get_grader, mean_ci95
+
 from ..agents import get_agent
 from ..agents.rollout import rollout
-from ..graders import get_grader, mean_ci95
 from ..store import atomic_write_json, atomic_write_text, publish_dir, staging
 from ..teacher.trajectories import read_trajectories, to_episode_batch
 

@@ -60,10 +60,7 @@ from pathlib import Path
 
 import datasets
 
-from ..env.conditions import check_training_seeds
-from ..env.profiles import sample_factors
-from ..env.spec import STEPS_PER_EPISODE, true_belief
-from ..protocol import (
+from rhythm_env.protocol import (
     CHAT_FORMATS,
     DEFAULT_PROMPT_FORMAT,
     DEFAULT_READOUT_FORM,
@@ -73,6 +70,10 @@ from ..protocol import (
     REASONING,
     DatasetFormat,
 )
+from rhythm_env.sim.conditions import check_training_seeds
+from rhythm_env.sim.profiles import sample_factors
+from rhythm_env.sim.spec import STEPS_PER_EPISODE, true_belief
+
 from ..store import atomic_write_text, publish_dir, staging
 from ..teacher.evidence import (
     EvidenceReadout,

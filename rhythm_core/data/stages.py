@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..env.spec import ENV_VERSION
-from ..graders import DEFAULT_GRADER
-from ..protocol import DEFAULT_PROMPT_FORMAT, DEFAULT_READOUT_FORM, DEFAULT_REASONING
+from rhythm_env.graders import DEFAULT_GRADER
+from rhythm_env.protocol import DEFAULT_PROMPT_FORMAT, DEFAULT_READOUT_FORM, DEFAULT_REASONING
+from rhythm_env.sim.spec import ENV_VERSION
+
 from ..store import files_digest, path_under, publish_dir, sha256_file, staging, verify_artifact
 from ..teacher.trajectories import read_trajectories
 

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 
 import datasets
 
-from ..env.conditions import EVAL_SEEDS, TUNING_SEEDS
+from rhythm_env.sim.conditions import EVAL_SEEDS, TUNING_SEEDS
 
 
 def _episode_keys(ds: datasets.Dataset) -> list[tuple[str, int]]:

@@ -6,10 +6,11 @@ from collections.abc import Callable, Sequence
 
 import polars as pl
 
+from rhythm_env.graders import get_grader, mean_ci95
+from rhythm_env.sim.episode import EpisodeBatch
+
 from ..agents import get_agent
 from ..agents.rollout import rollout
-from ..env.episode import EpisodeBatch
-from ..graders import get_grader, mean_ci95
 
 BASELINE_AGENTS = ("random", "heuristic", "heuristic_const_belief", "fallback", "bayes", "bayes_v3", "search", "oracle")
 

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ..env.conditions import CONDITIONS
-from ..env.episode import EpisodeBatch
-from ..env.profiles import prior_stats
-from ..env.spec import ACTIONS, ENV_VERSION
-from ..graders import get_grader, mean_ci95
+from rhythm_env.graders import get_grader, mean_ci95
+from rhythm_env.sim.conditions import CONDITIONS
+from rhythm_env.sim.episode import EpisodeBatch
+from rhythm_env.sim.profiles import prior_stats
+from rhythm_env.sim.spec import ACTIONS, ENV_VERSION
+
 from ..store import (
     atomic_write_text,
     files_digest,

@@ -17,11 +17,12 @@ from pathlib import Path
 
 import numpy as np
 
+from rhythm_env.sim import VectorRhythmEnv
+from rhythm_env.sim.conditions import EVAL_SEEDS, eval_seed_list, get_condition
+from rhythm_env.sim.spec import ACTIONS, BELIEF_DIMS, ENV_VERSION
+
 from ..agents import get_agent
 from ..agents.rollout import play_lockstep
-from ..env import VectorRhythmEnv
-from ..env.conditions import EVAL_SEEDS, eval_seed_list, get_condition
-from ..env.spec import ACTIONS, BELIEF_DIMS, ENV_VERSION
 from ..store import atomic_write_json, files_digest, publish_dir, sha256_file, staging, write_jsonl
 from ..teacher.records import episode_record, step_record
 from ..teacher.trajectories import read_trajectories

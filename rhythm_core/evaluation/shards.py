@@ -23,7 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..env.conditions import eval_seed_list
+from rhythm_env.sim.conditions import eval_seed_list
+
 from ..store import sha256_file
 
 

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..env.spec import ENV_VERSION
+from rhythm_env.sim.spec import ENV_VERSION
+
 from ..store import sha256_file, write_jsonl
 from ..teacher.budget import usage_totals
 from ..teacher.run import run_teacher
@@ -48,7 +49,7 @@ def play_teacher(settings: TeacherSettings, seeds: dict[str, str], staged, root,
     returns the files' manifest entries (as `play_condition`). Raises ValueError for a seed that is
     not an evaluation seed, StageIncomplete (`rhythm_core.store`) when seeds failed or the cost guard
     stopped the run."""
-    from ..env.conditions import eval_seed_list
+    from rhythm_env.sim.conditions import eval_seed_list
 
     log = log or (lambda message: None)
     plan = {condition: eval_seed_list(condition, spec) for condition, spec in seeds.items()}  # all checked first

@@ -38,8 +38,9 @@ def sizes(smoke: bool) -> dict:
 def stage_prepare(work: Path, smoke: bool, device: str) -> dict:
     import datasets
 
+    from rhythm_env.protocol import system_prompt
+
     from ..data.stages import dataset_stage
-    from ..protocol import system_prompt
     from ..teacher.settings import TeacherSettings
     from ..teacher.stage import teacher_stage
     from ..training.qwen2_standin import QWEN25_3B_SHAPE, build_qwen2_standin
@@ -358,9 +359,10 @@ def tiny_play(model_dir: str, weeks: int) -> dict:
     and the paired v3 difference. The sum's processor reads tokens back on the host at each decode step."""
     import numpy as np
 
+    from rhythm_env.graders import get_grader
+    from rhythm_env.sim.conditions import TUNING_SEEDS
+
     from ..agents.rollout import rollout
-    from ..env.conditions import TUNING_SEEDS
-    from ..graders import get_grader
     from ..training.generation import SamplingConfig
     from ..training.models import checkpoint_info
     from ..training.policy import LLMPolicyAgent

@@ -11,6 +11,6 @@
 - `trajectories`: the file's schema; reads, validates, appends (`TrajectoryWriter`) and replays it;
 - `evidence`: the read-out of a teacher's stated beliefs (linear or innovation form) that the SFT dataset's rationale uses.
 
-May import `env`, `agents`, `graders` and the top-level `protocol` / `artifacts`; never `data`,
-`training` or `evaluation`, which consume what a teacher writes.
+May import the environment (`rhythm_env.sim`, `.graders`, `.protocol`), `agents` and the top-level
+`store`; never `data`, `training` or `evaluation`, which consume what a teacher writes.
 """

@@ -7,7 +7,8 @@ reserved in flight and the next worst case stay under `max_cost_usd`.
 
 from __future__ import annotations
 
-from ..env.spec import STEPS_PER_EPISODE
+from rhythm_env.sim.spec import STEPS_PER_EPISODE
+
 from .settings import TeacherSettings
 
 USAGE_KEYS = ("prompt_tokens", "cached_prompt_tokens", "completion_tokens", "reasoning_tokens", "requests",

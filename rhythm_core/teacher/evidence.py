@@ -36,9 +36,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..env.spec import ACTIONS, BELIEF_DIMS, METERS, SLOTS
-from ..protocol.format import READOUT_FORMS
-from ..protocol.numbers import DECIMALS, add_increment
+from rhythm_env.protocol.format import READOUT_FORMS
+from rhythm_env.protocol.numbers import DECIMALS, add_increment
+from rhythm_env.sim.spec import ACTIONS, BELIEF_DIMS, METERS, SLOTS
 
 RIDGE = 1e-3  # keeps the weights of rare (action, slot) pairs near 0 instead of fitting noise
 # Below this many weeks with a stated final belief the fit is flagged unreliable (in the dataset card

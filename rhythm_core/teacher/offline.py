@@ -14,12 +14,13 @@ from itertools import repeat
 
 import numpy as np
 
+from rhythm_env.protocol import format_answer, parse_answer, render_user_prompt
+from rhythm_env.sim import VectorRhythmEnv
+from rhythm_env.sim.spec import ACTIONS, belief_to_dict
+
 from ..agents import Agent, BayesAgent, BayesV3Agent, SearchAgent
 from ..agents.rollout import play_lockstep
-from ..env import VectorRhythmEnv
-from ..env.spec import ACTIONS, belief_to_dict
 from ..processes import forked_pool, forked_workers
-from ..protocol import format_answer, parse_answer, render_user_prompt
 from .budget import zero_usage
 from .records import episode_record, step_record, teacher_protocol
 from .settings import TeacherSettings

@@ -39,10 +39,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..env import RhythmEnv
-from ..env.spec import BELIEF_DIMS, STEPS_PER_EPISODE
+from rhythm_env.protocol import ANSWER_RESPONSE_FORMAT, fallback_action, parse_answer, render_conversation
+from rhythm_env.sim import RhythmEnv
+from rhythm_env.sim.spec import BELIEF_DIMS, STEPS_PER_EPISODE
+
 from ..errors import UserError
-from ..protocol import ANSWER_RESPONSE_FORMAT, fallback_action, parse_answer, render_conversation
 from .budget import CostBudget, add_usage, zero_usage
 from .records import episode_record, step_record, teacher_protocol
 from .settings import TeacherSettings

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import hashlib
 
-from ..env.spec import ENV_VERSION, METERS
-from ..protocol import SYSTEM_PROMPT
+from rhythm_env.protocol import SYSTEM_PROMPT
+from rhythm_env.sim.spec import ENV_VERSION, METERS
+
 from .settings import TeacherSettings
 from .trajectories import SCHEMA
 

@@ -16,8 +16,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..env.conditions import check_seed
-from ..env.spec import STEPS_PER_EPISODE
+from rhythm_env.sim.conditions import check_seed
+from rhythm_env.sim.spec import STEPS_PER_EPISODE
+
 from ..store import StageIncomplete
 from .budget import BudgetExceeded, CostBudget, usage_totals
 from .offline import offline_chunks

@@ -14,8 +14,9 @@ import re
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
+from rhythm_env.protocol import PROMPT_FORMATS
+
 from ..errors import UserError
-from ..protocol import PROMPT_FORMATS
 
 
 class MissingAPIKey(UserError, ValueError):

@@ -10,10 +10,11 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from rhythm_env.graders import DEFAULT_GRADER, get_grader
+from rhythm_env.sim.conditions import check_training_seeds, parse_seeds
+from rhythm_env.sim.spec import ENV_VERSION
+
 from ..compute.threads import available_cores
-from ..env.conditions import check_training_seeds, parse_seeds
-from ..env.spec import ENV_VERSION
-from ..graders import DEFAULT_GRADER, get_grader
 from ..store import (
     ArtifactChanged,
     ArtifactStore,

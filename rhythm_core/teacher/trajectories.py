@@ -35,10 +35,11 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from ..env import VectorRhythmEnv
-from ..env.conditions import CONDITIONS, check_seed
-from ..env.episode import EpisodeBatch
-from ..env.spec import ACTION_INDEX, ACTIONS, BELIEF_DIMS, ENV_VERSION, METERS, STEPS_PER_EPISODE
+from rhythm_env.sim import VectorRhythmEnv
+from rhythm_env.sim.conditions import CONDITIONS, check_seed
+from rhythm_env.sim.episode import EpisodeBatch
+from rhythm_env.sim.spec import ACTION_INDEX, ACTIONS, BELIEF_DIMS, ENV_VERSION, METERS, STEPS_PER_EPISODE
+
 from ..errors import UserError
 from ..store import jsonl_line
 

@@ -4,7 +4,7 @@ as an agent (`policy`, with batched `generation`, the `prompt_cache` and `prompt
 side by side in forked workers: `side_by_side`), and the offline Qwen2 stand-ins (`qwen2_standin`;
 `tool_standin` for GRPO with RhythmEnv's TRL environment). No Dagster.
 
-May import `env`, `agents`, `graders`, `text_env` (the TRL environment), `data` (the format a dataset
-was built with), `tracking` (the bottom floor) and the top-level `protocol` / `store`; never `evaluation`
-or `compute`.
+May import the environment (`rhythm_env.sim`, `.graders`, `.protocol`, `.text`: the TRL environment),
+`agents`, `data` (the format a dataset was built with), `tracking` (the bottom floor) and the top-level
+`store`; never `evaluation` or `compute`.
 """

@@ -196,7 +196,7 @@ def _generate_reusing_prefixes(model, rows: list[list[int]], keys: list[int], ca
 
 def valid_answer_rate(model, tokenizer, conversations: list[list[dict]], sampling: SamplingConfig) -> float:
     """Fraction of generated answers that parse as protocol answers with a legal action."""
-    from ..protocol import parse_answer
+    from rhythm_env.protocol import parse_answer
 
     answers = generate_answers(model, tokenizer, conversations, sampling)
     return sum(parse_answer(a).valid for a in answers) / max(len(answers), 1)

@@ -44,10 +44,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..env import EnvState, VectorRhythmEnv
-from ..env.spec import BELIEF_DIMS, STEPS_PER_EPISODE
-from ..graders import DEFAULT_GRADER, get_grader
-from ..protocol import DatasetFormat, parse_answer
+from rhythm_env.graders import DEFAULT_GRADER, get_grader
+from rhythm_env.protocol import DatasetFormat, parse_answer
+from rhythm_env.sim import EnvState, VectorRhythmEnv
+from rhythm_env.sim.spec import BELIEF_DIMS, STEPS_PER_EPISODE
+
 from ..store import verify_artifact
 from ..tracking.callback import attach_tracking
 from ..tracking.store import report_to_list
@@ -109,7 +110,7 @@ def student_continuation_scores(agent: LLMPolicyAgent, states: list[EnvState], e
     In the table format the prompt holds no earlier answers, so none are replayed: the week's earlier
     stated beliefs are not restored, and the graded belief is the last one the agent states from the
     snapshot on."""
-    from ..env.episode import EpisodeBatch
+    from rhythm_env.sim.episode import EpisodeBatch
 
     grader = get_grader(grader_name)
     scores = np.empty(len(states))

@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from rhythm_env.protocol import DatasetFormat, action_prefix
+from rhythm_env.sim import VectorRhythmEnv
+
 from ..agents.rollout import play_lockstep
-from ..env import VectorRhythmEnv
-from ..protocol import DatasetFormat, action_prefix
 from .generation import generate_answers
 from .policy import LLMPolicyAgent
 from .sft import with_system_prompt

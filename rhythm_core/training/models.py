@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from rhythm_env.protocol import UNRECORDED_PROMPT_VARIANT
+
 from ..errors import UserError
-from ..protocol import UNRECORDED_PROMPT_VARIANT
 
 TINY = "tiny"
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from ..protocol.numbers import (
+from rhythm_env.protocol.numbers import (
     ANSWER_START,
     BELIEF_TOKEN,
     DECIMALS,

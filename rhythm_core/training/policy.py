@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..agents.base import Agent, Decision
-from ..env import BatchObservation, VectorRhythmEnv
-from ..env.spec import ACTION_INDEX, BELIEF_DIMS
-from ..protocol import (
+from rhythm_env.protocol import (
     CHAT_FORMATS,
     DEFAULT_PROMPT_VARIANT,
     DatasetFormat,
@@ -22,6 +19,10 @@ from ..protocol import (
     parse_answer,
     render_conversation,
 )
+from rhythm_env.sim import BatchObservation, VectorRhythmEnv
+from rhythm_env.sim.spec import ACTION_INDEX, BELIEF_DIMS
+
+from ..agents.base import Agent, Decision
 from ..store import verify_artifact
 from .generation import SamplingConfig, belief_sum_decoding, generate_answers
 from .models import answer_token_budget, load_model_and_tokenizer, play_info, prompt_variant

@@ -1,7 +1,7 @@
-"""The offline Qwen2 stand-in, defined in the env package (rhythm_core.text_env.standin) so that the TRL example
+"""The offline Qwen2 stand-in, defined in the env package (rhythm_env.text.standin) so that the TRL example
 builds it from the slim install; imported here under its earlier name."""
 
-from ..text_env.standin import (
+from rhythm_env.text.standin import (
     CHAT_TEMPLATE,
     ENDOFTEXT,
     GENERATION,

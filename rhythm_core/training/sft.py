@@ -17,8 +17,9 @@ from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from rhythm_env.protocol import DEFAULT_PROMPT_VARIANT, SCRATCH_PROMPT_VARIANT, system_prompt
+
 from ..data.sft_dataset import dataset_format, evidence_readout
-from ..protocol import DEFAULT_PROMPT_VARIANT, SCRATCH_PROMPT_VARIANT, system_prompt
 from ..store import verify_artifact
 from ..tracking.callback import attach_tracking
 from ..tracking.store import report_to_list

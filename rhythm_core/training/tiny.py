@@ -18,8 +18,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..env.spec import ACTIONS
-from ..protocol.numbers import DECIMAL_TOKEN, NUMBER_CHUNK, NUMBER_START
+from rhythm_env.protocol.numbers import DECIMAL_TOKEN, NUMBER_CHUNK, NUMBER_START
+from rhythm_env.sim.spec import ACTIONS
 
 BOS, EOS, PAD, IM_START = "<|endoftext|>", "<|im_end|>", "<|pad|>", "<|im_start|>"
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|pad|>"]

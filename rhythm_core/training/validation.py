@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from rhythm_env.graders import DEFAULT_GRADER, get_grader
+
 from ..agents.rollout import rollout
-from ..graders import DEFAULT_GRADER, get_grader
 from .generation import SamplingConfig
 from .policy import LLMPolicyAgent
 from .side_by_side import run_side_by_side

@@ -6,10 +6,10 @@ heuristic under the active grader (warning), and the students' evaluation figure
 
 import dagster as dg
 
-from rhythm_core.env.conditions import parse_seeds
 from rhythm_core.evaluation.results import MAX_INVALID_RATE, load_results, student_gaps
 from rhythm_core.store import ArtifactChanged
 from rhythm_core.teacher.trajectories import TrajectoryError, read_trajectories, replay_check
+from rhythm_env.sim.conditions import parse_seeds
 from rhythm_pipeline.defs.assets.data import reeval_report, sft_dataset, teacher_trajectories
 from rhythm_pipeline.defs.assets.evaluation import eval_results, eval_rollouts
 from rhythm_pipeline.defs.assets.training import grpo_checkpoint, sft_checkpoint

@@ -11,7 +11,7 @@ import argparse
 import os
 import sys
 
-from rhythm_core.text_env.openenv_server import create_rhythm_app
+from rhythm_env.text.openenv_server import create_rhythm_app
 
 
 def _sessions(text: str, name: str = "") -> int:

@@ -1,5 +1,5 @@
-"""RhythmEnv's OpenEnv `Environment`: a `TextWeek` per session (defined once, in rhythm_core.text_env)."""
+"""RhythmEnv's OpenEnv `Environment`: a `TextWeek` per session (defined once, in rhythm_env.text)."""
 
-from rhythm_core.text_env.openenv_server import RhythmEnvironment
+from rhythm_env.text.openenv_server import RhythmEnvironment
 
 __all__ = ["RhythmEnvironment"]

@@ -10,11 +10,11 @@ from rhythm_core.agents.bayes import PLAN_GRADER
 from rhythm_core.code_version import grader_version
 from rhythm_core.data.stages import dataset_stage, reeval_stage
 from rhythm_core.distill import DEFAULT_TEACHER_SEEDS
-from rhythm_core.env.spec import ENV_VERSION
-from rhythm_core.graders import DEFAULT_GRADER
-from rhythm_core.protocol import DEFAULT_PROMPT_FORMAT, DEFAULT_READOUT_FORM, DEFAULT_REASONING
 from rhythm_core.store import StageIncomplete
 from rhythm_core.teacher.stage import teacher_stage
+from rhythm_env.graders import DEFAULT_GRADER
+from rhythm_env.protocol import DEFAULT_PROMPT_FORMAT, DEFAULT_READOUT_FORM, DEFAULT_REASONING
+from rhythm_env.sim.spec import ENV_VERSION
 from rhythm_pipeline.defs.resources import ArtifactStoreResource, HubResource, TeacherResource
 from rhythm_pipeline.lineage import lineage_metadata, versioned_output
 from rhythm_pipeline.settings import ACTIVE_GRADER, GRADING_AUTOMATION, GRADING_TAGS, code_version

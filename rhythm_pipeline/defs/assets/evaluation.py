@@ -5,7 +5,6 @@ import time
 
 import dagster as dg
 
-from rhythm_core.env.conditions import CONDITIONS
 from rhythm_core.evaluation.results import eval_results_stage, history_markdown, plotted_figures
 from rhythm_core.evaluation.rollouts import (
     DEFAULT_EVAL_SEEDS,
@@ -25,6 +24,7 @@ from rhythm_core.evaluation.teacher_play import TEACHER_PLAYER, teacher_identity
 from rhythm_core.evaluation.teacher_play import play_teacher as play_teacher_on_eval_seeds
 from rhythm_core.store import StageIncomplete
 from rhythm_core.training.generation import SamplingConfig
+from rhythm_env.sim.conditions import CONDITIONS
 from rhythm_pipeline.defs.executor import PARALLEL_TORCH_TAGS, step_thread_budget
 from rhythm_pipeline.defs.resources import ArtifactStoreResource, ComputeResource, TeacherResource
 from rhythm_pipeline.defs.tracking import TrackingResource

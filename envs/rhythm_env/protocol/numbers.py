@@ -17,7 +17,7 @@ import re
 
 import numpy as np
 
-from ..env.spec import BELIEF_DIMS
+from ..sim.spec import BELIEF_DIMS
 
 # The grid every belief, increment and shown anomaly is written on: 2 decimals.
 DECIMALS = 2

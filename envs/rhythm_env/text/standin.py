@@ -112,7 +112,7 @@ def build_qwen2_standin(out_dir, texts: list[str], *, seed: int = 0, shape: dict
     return out
 
 
-# ---- the tool-calling stand-in (GRPO with `environment_factory` on text_env.tool_env) -----------------------
+# ---- the tool-calling stand-in (GRPO with `environment_factory` on text.tool_env) ---------------------------
 TEXT_WEEK_SEED = 1234  # the training week whose observations the tokenizer is trained on
 
 
@@ -121,8 +121,8 @@ def tool_texts() -> list[str]:
     a week's observations, a tool call."""
     from transformers.utils import get_json_schema
 
-    from ..env.spec import ACTIONS
     from ..protocol import TOOL_SYSTEM_PROMPT
+    from ..sim.spec import ACTIONS
     from .tool_env import PLAY_REQUEST, RhythmToolEnv
 
     env = RhythmToolEnv()

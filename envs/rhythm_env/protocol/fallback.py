@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..env.spec import ACTIONS, METERS, SLOTS
+from ..sim.spec import ACTIONS, METERS, SLOTS
 
 
 def fallback_actions(steps, vitality) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""RhythmEnv as an OpenEnv environment (`openenv` 0.10, the `openenv` extra): `rhythm serve-env` and the
+"""RhythmEnv as an OpenEnv environment (`openenv` 0.10): `rhythm serve-env` and the
 OpenEnv package envs/rhythm_env (server/app.py) serve it, `RhythmEnvClient` plays it.
 
     with RhythmEnvClient(base_url="http://127.0.0.1:8000").sync() as env:
@@ -48,9 +48,9 @@ from openenv.core.env_server.types import (
 from pydantic import Field, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
-from ..env.seed_rules import check_purpose
-from ..env.spec import ACTIONS, ENV_VERSION, METERS
 from ..protocol.prompts import TASK_DESCRIPTION
+from ..sim.seed_rules import check_purpose
+from ..sim.spec import ACTIONS, ENV_VERSION, METERS
 from .week import BELIEF_HELP, DEFAULT_GRADER, TextWeek, check_grader, check_reset_arguments
 
 RESET_ARGUMENTS = ("seed", "episode_id", "condition")

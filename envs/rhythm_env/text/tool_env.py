@@ -6,7 +6,7 @@ model as a tool, and scores the finished rollout with `get_reward`. The tools ar
 (`deep_work`, ..., `leisure`), each taking the agent's belief (social, morning, work in [0, 1]); a
 malformed call raises ValueError, which TRL hands back to the model as the tool's error, and leaves
 the week unchanged. `get_reward` is the grader's score of the week (v3 unless `grader` names another
-of `rhythm_core.graders.GRADERS`); slots the model left unplayed are played with the fallback action.
+of `rhythm_env.graders.GRADERS`); slots the model left unplayed are played with the fallback action.
 
 GRPO compares the rollouts of one prompt with each other, so they must play the same week. With a
 dataset (`env_prompt_dataset`, `rhythm env-dataset`) the week is the row's `seed`. Without one (TRL then
@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..env.conditions import TRAINING_SEEDS, TUNING_SEEDS, parse_seeds
-from ..env.seed_rules import check_purpose, week_seeds
-from ..env.spec import ACTIONS
 from ..protocol.prompts import ACTION_DESCRIPTIONS, TOOL_SYSTEM_PROMPT
+from ..sim.conditions import TRAINING_SEEDS, TUNING_SEEDS, parse_seeds
+from ..sim.seed_rules import check_purpose, week_seeds
+from ..sim.spec import ACTIONS
 from .week import BELIEF_HELP, DEFAULT_GRADER, TextWeek, check_reset_arguments
 
 # The user message of every prompt row; `reset` appends the week's first observation to it.

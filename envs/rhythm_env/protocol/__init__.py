@@ -10,7 +10,7 @@ Modules: `prompts` (the system prompts), `format` (prompt formats, rationale kin
 `DatasetFormat`), `render` (the week as chat messages), `answer` (parsing and the canonical answer),
 `numbers` (the 2-decimal grid, the evidence chain's addition, and the answer's numbers read where they
 stand in a text), `fallback` (the safe action) and `schema` (the answer's JSON schema). Import from
-the package: `from rhythm_core.protocol import parse_answer`.
+the package: `from rhythm_env.protocol import parse_answer`.
 """
 
 from .answer import ParsedAnswer, action_prefix, format_answer, parse_answer

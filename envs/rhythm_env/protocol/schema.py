@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..env.spec import ACTIONS, BELIEF_DIMS
+from ..sim.spec import ACTIONS, BELIEF_DIMS
 
 # The answer as a strict JSON schema, for endpoints with structured outputs (OpenAI, Azure, vLLM):
 # the reasoning first (the model explains before it commits), the three belief numbers in [0, 1],

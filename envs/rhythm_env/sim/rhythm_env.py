@@ -7,7 +7,7 @@ counter-based streams keyed by the seed, so an episode is a pure function of (co
 
 Two observation forms, picked by `obs_type`: "object" (the default when constructed directly) returns
 today's `Observation` / `BatchObservation` with action names and None before the first step; "dict"
-(the default through `gymnasium.make("rhythm/RhythmEnv-v0")`, see `rhythm_core.env.gym`) returns a
+(the default through `gymnasium.make("rhythm/RhythmEnv-v0")`, see `rhythm_env.sim.gym`) returns a
 dict of numbers that lies in `observation_space`: the same fields, with the last action as an index
 (-1 before the first step) and zero deltas before the first step, as `BatchObservation` stores them.
 """
@@ -99,7 +99,7 @@ def _initial_meters(seeds: np.ndarray) -> np.ndarray:
 def step_reward(meters: np.ndarray, progress_gain: np.ndarray) -> np.ndarray:
     """Dense shaped reward for RL: mean wellbeing meter + progress made - 0.25 per crashed meter.
 
-    Scores are the graders' business (rhythm_core.graders); this is only a per-step learning signal.
+    Scores are the graders' business (rhythm_env.graders); this is only a per-step learning signal.
     """
     wellbeing = 0.25 * (meters[:, 0] + meters[:, 1] + meters[:, 3] + meters[:, 4])
     crashes = np.count_nonzero(meters < CRASH_THRESHOLD, axis=1)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..env.episode import EpisodeBatch
+from ..sim.episode import EpisodeBatch
 from .base import GradeResult
 
 

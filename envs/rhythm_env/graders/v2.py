@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..env.episode import EpisodeBatch
-from ..env.spec import METERS, STEPS_PER_EPISODE
+from ..sim.episode import EpisodeBatch
+from ..sim.spec import METERS, STEPS_PER_EPISODE
 from .base import WELLBEING_METERS, Grader, ScoreToGo, crash_avoidance, final_progress, per_step_score, wellbeing
 
 # `wellbeing` per step: a 28th of the mean of its four meters

@@ -1,4 +1,4 @@
-"""Gymnasium registration: after `import rhythm_core.env`,
+"""Gymnasium registration: after `import rhythm_env.sim`,
 
     env = gymnasium.make("rhythm/RhythmEnv-v0", condition="ood")
     vec = gymnasium.make_vec("rhythm/RhythmEnv-v0", num_envs=4096, vectorization_mode="vector_entry_point")
@@ -27,8 +27,8 @@ def register() -> None:
         return
     gymnasium.register(
         id=ENV_ID,
-        entry_point="rhythm_core.env.rhythm_env:RhythmEnv",
-        vector_entry_point="rhythm_core.env.rhythm_env:VectorRhythmEnv",
+        entry_point="rhythm_env.sim.rhythm_env:RhythmEnv",
+        vector_entry_point="rhythm_env.sim.rhythm_env:VectorRhythmEnv",
         kwargs=dict(DEFAULT_KWARGS),
     )
 

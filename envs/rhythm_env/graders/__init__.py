@@ -1,7 +1,7 @@
 """Versioned graders. `get_grader("v2")`, `get_grader("v3")`; each has `.version` and `.grade()`; and
 `mean_ci95`, the mean of graded scores with its 95% confidence interval.
 
-May import `env` only: a grader is a pure function of a finished episode.
+May import `sim` only: a grader is a pure function of a finished episode.
 """
 
 from .base import Grader, GradeResult, mean_ci95

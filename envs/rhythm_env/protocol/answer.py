@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..env.spec import ACTIONS, BELIEF_DIMS, action_index
+from ..sim.spec import ACTIONS, BELIEF_DIMS, action_index
 from .numbers import DECIMALS
 
 

@@ -5,11 +5,11 @@ snapshots and the text view (`observation`), their Gymnasium registration as "rh
 (`gym`, run on import), the seeds rules every front end enforces (`seed_rules`), finished episodes as
 arrays (`episode`) and counter-based seeded randomness (`rng`).
 
-The bottom layer of rhythm_core: it imports nothing else from the package, and everything else may
-import it. `from rhythm_core.env import RhythmEnv, VectorRhythmEnv` is the public entry point.
+The bottom layer of rhythm_env: it imports nothing else from the package, and everything else may
+import it. `from rhythm_env.sim import RhythmEnv, VectorRhythmEnv` is the public entry point.
 
 The front ends for language-model trainers (the week as text, TRL's tool environment, the OpenEnv server
-and client) speak the protocol and grade with the graders, so they live above both, in `text_env/`.
+and client) speak the protocol and grade with the graders, so they live above both, in `text/`.
 """
 
 from . import gym as _gym  # registers "rhythm/RhythmEnv-v0" with Gymnasium (idempotent)

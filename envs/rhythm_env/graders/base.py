@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..env.episode import EpisodeBatch
-from ..env.spec import CRASH_THRESHOLD, METERS, STEPS_PER_EPISODE
+from ..sim.episode import EpisodeBatch
+from ..sim.spec import CRASH_THRESHOLD, METERS, STEPS_PER_EPISODE
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..env.episode import EpisodeBatch
-from ..env.profiles import prior_stats
-from ..env.spec import FACTOR_INDEX, STEPS_PER_EPISODE
+from ..sim.episode import EpisodeBatch
+from ..sim.profiles import prior_stats
+from ..sim.spec import FACTOR_INDEX, STEPS_PER_EPISODE
 from .base import Grader, ScoreToGo, crash_avoidance, final_progress, per_step_score
 
 

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from ..env.spec import ACTIONS, METERS, STEPS_PER_EPISODE, action_index
+from ..sim.spec import ACTIONS, METERS, STEPS_PER_EPISODE, action_index
 from .format import CHAT_FORMATS, PROMPT_FORMATS
 from .numbers import signed
 from .prompts import DEFAULT_PROMPT_VARIANT, system_prompt
@@ -113,7 +113,7 @@ def render_labeled_turn(history) -> str:
 
 
 def render_tool_answer(history) -> str:
-    """What a tool-calling agent reads after each call (text_env/tool_env.py): `render_labeled_turn`, and
+    """What a tool-calling agent reads after each call (text/tool_env.py): `render_labeled_turn`, and
     after the week's last step its anomaly and that the week is over."""
     now = history[-1]
     if now.step < STEPS_PER_EPISODE:

@@ -4,10 +4,10 @@ agent that acts by calling tools (`TOOL_SYSTEM_PROMPT`)."""
 
 from __future__ import annotations
 
-from ..env.dynamics import NOISE_SD
-from ..env.spec import ACTIONS, STEPS_PER_EPISODE
+from ..sim.dynamics import NOISE_SD
+from ..sim.spec import ACTIONS, STEPS_PER_EPISODE
 
-# What each action does, as the task text explains it (and the tools of the tool-calling env, text_env/tool_env.py).
+# What each action does, as the task text explains it (and the tools of the tool-calling env, text/tool_env.py).
 ACTION_DESCRIPTIONS: dict[str, str] = {
     "DEEP_WORK": "focused work; most progress when cognition is high and at the person's peak time; tiring",
     "SHALLOW_WORK": "routine tasks; some progress, less tiring",
@@ -58,7 +58,7 @@ Answer with exactly one JSON object and nothing else:
 "action": "DEEP_WORK"}}
 "action" must be one of: {", ".join(ACTIONS)}."""
 
-# The tool-calling form (text_env/tool_env.py): the same task, each decision a call of the action's tool.
+# The tool-calling form (text/tool_env.py): the same task, each decision a call of the action's tool.
 TOOL_SYSTEM_PROMPT = TASK_DESCRIPTION + """
 
 Each slot, call the tool of the action you choose (one call per slot, in order) with your current belief \

@@ -3,13 +3,13 @@
 
 `TextWeek.start(condition, seed)` returns the first observation as the protocol renders it; each
 `act(action, social, morning, work)` takes one slot with the agent's belief and returns what the agent
-reads next; `grade()` scores the week with a grader of `rhythm_core.graders`, exactly as the
+reads next; `grade()` scores the week with a grader of `rhythm_env.graders`, exactly as the
 evaluation does: the same EpisodeBatch the grader reads from a played week. A week left unfinished is
 played to its end with the protocol's fallback action, the last stated belief carried (what the
 evaluation does with an unusable answer). A bad action or belief raises ValueError naming it and
 leaves the week as it was.
 
-The seeds rules are every front end's (`env.seed_rules`): a week for training comes from the
+The seeds rules are every front end's (`sim.seed_rules`): a week for training comes from the
 condition's training seeds outside the tuning seeds (ood and discrete3 are evaluation-only); a week for
 evaluation from its evaluation seeds (`purpose="evaluation"`).
 """
@@ -20,13 +20,13 @@ import math
 
 import numpy as np
 
-from ..env import RhythmEnv
-from ..env.conditions import EVAL_SEEDS, TRAINING_SEEDS, TUNING_SEEDS, check_seed, get_condition
-from ..env.episode import EpisodeBatch
-from ..env.seed_rules import PURPOSES, check_integer_seed, check_purpose, week_seed
-from ..env.spec import ACTIONS, BELIEF_DIMS, STEPS_PER_EPISODE, action_index
 from ..graders import DEFAULT_GRADER, GRADERS, get_grader
 from ..protocol import fallback_action, render_labeled_turn, render_tool_answer
+from ..sim import RhythmEnv
+from ..sim.conditions import EVAL_SEEDS, TRAINING_SEEDS, TUNING_SEEDS, check_seed, get_condition
+from ..sim.episode import EpisodeBatch
+from ..sim.seed_rules import PURPOSES, check_integer_seed, check_purpose, week_seed
+from ..sim.spec import ACTIONS, BELIEF_DIMS, STEPS_PER_EPISODE, action_index
 
 # What each belief dimension means, as every text front end explains it (TRL's tool arguments, OpenEnv's
 # action fields).
