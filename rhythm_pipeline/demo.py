@@ -1,22 +1,26 @@
-"""`make demo`: run the main job (the whole lineage) on the embedded default instance, quietly.
+"""`make demo`: the whole lineage on the embedded default instance as one backfill, quietly.
 
-The terminal gets one line when each stage starts and ends (stage i of n, seconds, what it made),
-then the result table and the asset checks. Everything else — Dagster's event stream, library logs
-and warnings, the training subprocesses' output, progress bars — goes to a log file under the
-instance's storage, named at the start and the end. The run and its events are in the Dagster UI of
-the same DAGSTER_HOME as always (`make ui`); only this entry point is quiet.
+The lineage spans three partitionings (teacher shards, the unpartitioned training half, evaluation
+windows), so it is one asset backfill of the `rhythm` code location, as the UI's "Materialize all" makes
+it: the demo starts `dagster dev` on the instance, launches the backfill through Dagster's GraphQL API
+(the teacher shard `1000-2999`, the training half, evaluation window 0 and the registry), and the daemon
+runs it, one run per piece, in dependency order. The terminal gets one line when each stage starts and
+ends (stage i of n, seconds, what it made), then the result table and the asset checks. Everything else —
+the server's and Dagster's output, library logs, the training subprocesses' output — goes to a log file
+under the instance's storage, named at the start and the end. The backfill and its runs stay in the UI of
+the same DAGSTER_HOME (`make ui`), where they re-execute like any other.
 
 `RHYTHM_DEMO_RUN_CONFIG` (a JSON file of run config) overrides the asset defaults, for a small run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 import threading
 import time
-import uuid
 from datetime import datetime
 from pathlib import Path
 
@@ -25,7 +29,6 @@ from pathlib import Path
 QUIET_ENV = {"TRANSFORMERS_VERBOSITY": "error", "HF_DATASETS_DISABLE_PROGRESS_BARS": "1", "TQDM_DISABLE": "1",
              "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1", "PYTHONWARNINGS": "ignore"}
 
-JOB = "rhythm_lineage"
 
 
 def stage_summary(asset: str, metadata: dict) -> str:
@@ -111,50 +114,51 @@ def _plain(metadata) -> dict:
     return {key: getattr(value, "value", value) for key, value in metadata.items()}
 
 
-def _watch(instance, run_id: str, assets: list[str], say, done: threading.Event) -> None:
-    """Follow the run's events in the instance's event log and print the stages' progress. A stage
-    starts with its first step (eval_rollouts has several: a plan and one play step per condition)
-    and ends with its materialization; a failed step ends it too."""
+def _watch(instance, runs_of, assets: list[str], say, done: threading.Event) -> None:
+    """Follow the events of the runs `runs_of()` lists (the backfill's, as the daemon launches them) and
+    print the stages' progress. A stage starts with its first step (eval_rollouts has several: a plan and
+    one play step per condition) and ends with its materialization; a failed step ends it too."""
     from dagster import DagsterEventType
 
     started: dict[str, float] = {}
     ended: set[str] = set()
     progress = Progress()
-    seen = 0
+    seen: dict[str, int] = {}
     while True:
         finished = done.is_set()
-        events = instance.all_logs(run_id)
-        for entry in events[seen:]:
-            event = entry.dagster_event
-            if event is None:
-                asset = (entry.step_key or "").split(".")[0]
-                if asset in assets and asset not in ended:
-                    line = progress.line(asset, entry.user_message, entry.timestamp)
-                    if line:
-                        say(stage_line(assets.index(asset) + 1, len(assets), asset, line))
-                continue
-            if event.event_type == DagsterEventType.ASSET_MATERIALIZATION:
-                asset = event.asset_key.to_user_string()
-            else:
-                asset = (event.step_key or "").split(".")[0]
-            if asset not in assets:
-                continue
-            index, total = assets.index(asset) + 1, len(assets)
-            if event.event_type == DagsterEventType.STEP_START and asset not in started:
-                started[asset] = entry.timestamp
-                say(stage_line(index, total, asset, "running"))
-            elif event.event_type == DagsterEventType.STEP_SUCCESS and "." in event.step_key and asset not in ended:
-                say(stage_line(index, total, asset, f"{event.step_key.split('.', 1)[1]} done",
-                               entry.timestamp - started.get(asset, entry.timestamp)))
-            elif event.event_type == DagsterEventType.ASSET_MATERIALIZATION:
-                ended.add(asset)
-                metadata = _plain(event.event_specific_data.materialization.metadata)
-                say(stage_line(index, total, asset, "done", entry.timestamp - started.get(asset, entry.timestamp),
-                               stage_summary(asset, metadata)))
-            elif event.event_type == DagsterEventType.STEP_FAILURE:
-                say(stage_line(index, total, asset, f"FAILED ({event.step_key})",
-                               entry.timestamp - started.get(asset, entry.timestamp)))
-        seen = len(events)
+        for run_id in runs_of():
+            events = instance.all_logs(run_id)
+            for entry in events[seen.get(run_id, 0):]:
+                event = entry.dagster_event
+                if event is None:
+                    asset = (entry.step_key or "").split(".")[0]
+                    if asset in assets and asset not in ended:
+                        line = progress.line(asset, entry.user_message, entry.timestamp)
+                        if line:
+                            say(stage_line(assets.index(asset) + 1, len(assets), asset, line))
+                    continue
+                if event.event_type == DagsterEventType.ASSET_MATERIALIZATION:
+                    asset = event.asset_key.to_user_string()
+                else:
+                    asset = (event.step_key or "").split(".")[0]
+                if asset not in assets:
+                    continue
+                index, total = assets.index(asset) + 1, len(assets)
+                if event.event_type == DagsterEventType.STEP_START and asset not in started:
+                    started[asset] = entry.timestamp
+                    say(stage_line(index, total, asset, "running"))
+                elif event.event_type == DagsterEventType.STEP_SUCCESS and "." in event.step_key and asset not in ended:
+                    say(stage_line(index, total, asset, f"{event.step_key.split('.', 1)[1]} done",
+                                   entry.timestamp - started.get(asset, entry.timestamp)))
+                elif event.event_type == DagsterEventType.ASSET_MATERIALIZATION:
+                    ended.add(asset)
+                    metadata = _plain(event.event_specific_data.materialization.metadata)
+                    say(stage_line(index, total, asset, "done", entry.timestamp - started.get(asset, entry.timestamp),
+                                   stage_summary(asset, metadata)))
+                elif event.event_type == DagsterEventType.STEP_FAILURE:
+                    say(stage_line(index, total, asset, f"FAILED ({event.step_key})",
+                                   entry.timestamp - started.get(asset, entry.timestamp)))
+            seen[run_id] = len(events)
         if finished:
             return
         done.wait(1.0)
@@ -168,6 +172,18 @@ def main() -> int:
         return _run_demo()
 
 
+# The demo's backfill: the teacher's default weeks as one shard, evaluation window 0, everything between.
+DEMO_SHARD = "1000-2999"
+DEMO_WINDOW = "0"
+DEMO_TAG = "rhythm/demo"
+
+
+def demo_partitions(assets: list[str], partitioned: dict[str, str]) -> dict[str, list[str] | None]:
+    """Each asset of the backfill with its partitions: the demo's shard, its window, or None (unpartitioned)."""
+    chosen = {"teacher_shards": [DEMO_SHARD], "eval_windows": [DEMO_WINDOW]}
+    return {asset: chosen[partitioned[asset]] if asset in partitioned else None for asset in assets}
+
+
 def _run_demo() -> int:
     import logging
     import warnings
@@ -175,16 +191,16 @@ def _run_demo() -> int:
     import dagster as dg
 
     from rhythm_core import CPU_KERNELS
+    from rhythm_core.errors import UserError
+    from rhythm_pipeline.backfills import FINISHED, backfill_status, cancel_backfill, launch_asset_backfill
     from rhythm_pipeline.definitions import defs
-    from rhythm_pipeline.runs import execute_here
+    from rhythm_pipeline.defs.partitions import BACKFILL_TAG, TEACHER_SHARDS
+    from rhythm_pipeline.defs.resources import artifact_store_from_env
+    from rhythm_pipeline.dev_server import dev_server
 
     instance = dg.DagsterInstance.get()  # DAGSTER_HOME (the Makefile points it at ./dagster_home)
-    from rhythm_core.errors import UserError
-    from rhythm_core.evaluation.steps import remove_run_staging
-    from rhythm_pipeline.defs.resources import artifact_store_from_env
-
     try:  # a store that cannot be used is one line before any work (RHYTHM_ARTIFACTS)
-        store = artifact_store_from_env().store(instance)
+        artifact_store_from_env().store(instance)
     except UserError as exc:
         print(f"rhythm demo: {exc}", file=sys.stderr)
         return 2
@@ -196,14 +212,17 @@ def _run_demo() -> int:
     def say(line: str = "") -> None:
         terminal.write(line + "\n")
 
-    job = defs.resolve_job_def(JOB)
-    order = [key.to_user_string() for key in defs.resolve_asset_graph().toposorted_asset_keys]
-    assets = [a for a in order if dg.AssetKey(a) in job.asset_layer.executable_asset_keys]
-    run_config = {}
+    specs = {spec.key.to_user_string(): spec for spec in defs.resolve_all_asset_specs()}
+    assets = [key.to_user_string() for key in defs.resolve_asset_graph().toposorted_asset_keys]
+    partitioned = {name: ("teacher_shards" if spec.partitions_def == TEACHER_SHARDS else "eval_windows")
+                   for name, spec in specs.items() if spec.partitions_def is not None}
+    run_config = {"execution": {"config": {"in_process": True}}}  # each run's steps in its own process, every core
     if os.environ.get("RHYTHM_DEMO_RUN_CONFIG"):
-        run_config = json.loads(Path(os.environ["RHYTHM_DEMO_RUN_CONFIG"]).read_text())
-    run_id = str(uuid.uuid4())  # known before the run starts, so the watcher can follow it
-    say(f"rhythm demo: job {JOB}, run {run_id}, {len(assets)} stages (DAGSTER_HOME={instance.root_directory})")
+        run_config.update(json.loads(Path(os.environ["RHYTHM_DEMO_RUN_CONFIG"]).read_text()))
+    if DEMO_SHARD not in instance.get_dynamic_partitions(TEACHER_SHARDS.name):
+        instance.add_dynamic_partitions(TEACHER_SHARDS.name, [DEMO_SHARD])
+    say(f"rhythm demo: one backfill of {len(assets)} stages, teacher shard {DEMO_SHARD}, evaluation window "
+        f"{DEMO_WINDOW} (DAGSTER_HOME={instance.root_directory})")
     say(f"full log: {log_path}")
     say(f"cpu kernels: {CPU_KERNELS}")
 
@@ -217,23 +236,43 @@ def _run_demo() -> int:
     logging.captureWarnings(True)
     warnings.simplefilter("default")
 
-    done = threading.Event()
-    watcher = threading.Thread(target=_watch, args=(instance, run_id, assets, say, done), daemon=True)
-    watcher.start()
     start = time.perf_counter()
-    try:
-        # A run of the `rhythm` code location, its steps in this process: the UI lists it and re-executes it.
-        execute_here(JOB, run_config, instance, run_id=run_id)
-    finally:
-        done.set()
-        watcher.join(timeout=30)
-        # what the evaluation steps staged for a run that stopped before publishing it
-        remove_run_staging(store, run_id)
+    backfill_id, status = None, "not launched"
+
+    def runs_of() -> list[str]:
+        if backfill_id is None:
+            return []
+        records = instance.get_run_records(filters=dg.RunsFilter(tags={BACKFILL_TAG: backfill_id}))
+        return [r.dagster_run.run_id for r in sorted(records, key=lambda r: r.create_timestamp)]
+
+    done = threading.Event()
+    watcher = threading.Thread(target=_watch, args=(instance, runs_of, assets, say, done), daemon=True)
+    with dev_server(Path(instance.root_directory), log_path) as server:
+        try:
+            backfill_id = launch_asset_backfill(server, demo_partitions(assets, partitioned), run_config=run_config,
+                                                title="make demo", tags={DEMO_TAG: "true"})
+            say(f"backfill {backfill_id}: its runs start as the daemon launches them")
+            watcher.start()
+            while (status := backfill_status(server, backfill_id)) not in FINISHED:
+                time.sleep(2)
+        except BaseException:
+            if backfill_id is not None:
+                with contextlib.suppress(Exception):  # the server stops next, and every run with it
+                    cancel_backfill(server, backfill_id)
+            raise
+        finally:
+            done.set()
+            if watcher.is_alive():
+                watcher.join(timeout=30)
     wall = time.perf_counter() - start
 
-    success = instance.get_run_by_id(run_id).status == dg.DagsterRunStatus.SUCCESS
-    events = [entry.dagster_event for entry in instance.all_logs(run_id) if entry.dagster_event is not None]
-    say(f"\nrun {run_id}: {'SUCCESS' if success else 'FAILURE'} in {wall:.0f} s")
+    run_ids = runs_of()
+    runs = [instance.get_run_by_id(run_id) for run_id in run_ids]
+    success = status in ("COMPLETED", "COMPLETED_SUCCESS") and all(
+        run.status == dg.DagsterRunStatus.SUCCESS for run in runs)
+    events = [entry.dagster_event for run_id in run_ids for entry in instance.all_logs(run_id)
+              if entry.dagster_event is not None]
+    say(f"\nbackfill {backfill_id}: {'SUCCESS' if success else status} in {wall:.0f} s ({len(runs)} runs)")
     materialized = {}
     for event in events:
         if event.event_type == dg.DagsterEventType.ASSET_MATERIALIZATION:
@@ -256,20 +295,20 @@ def _run_demo() -> int:
             if event.is_step_failure:
                 error = event.step_failure_data.error
                 say(f"{event.step_key} failed: {error.message.strip() if error else 'see the log'}")
-    for line in where_to_look(materialized, run_id):
+    for line in where_to_look(materialized, backfill_id):
         say(line)
     say(f"full log: {log_path}")
     return 0 if success else 1
 
 
-def where_to_look(materialized: dict, run_id: str) -> list[str]:
-    """The closing lines: where the students are and how to open the run."""
+def where_to_look(materialized: dict, backfill_id: str | None) -> list[str]:
+    """The closing lines: where the students are and how to open the backfill."""
     lines = []
     for asset, name in (("grpo_checkpoint", "GRPO student"), ("sft_checkpoint", "SFT student")):
         if asset in materialized and "artifact_path" in materialized[asset]:
             lines.append(f"{name}: {materialized[asset]['artifact_path'].value}")
-    lines.append(f"trace a score to its data: .venv/bin/rhythm lineage eval_results; the run in the UI: make ui, "
-                 f"then http://127.0.0.1:3000/runs/{run_id}")
+    lines.append(f"trace a score to its data: .venv/bin/rhythm lineage eval_results; the backfill in the UI: make ui, "
+                 f"then http://127.0.0.1:3000/runs/b/{backfill_id}")
     return lines
 
 if __name__ == "__main__":

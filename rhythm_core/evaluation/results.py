@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 from pathlib import Path
 
 import numpy as np
@@ -357,49 +356,30 @@ def load_results(path) -> dict:
     return json.loads(Path(path).read_text())
 
 
-HISTORY_ROWS = "rows.parquet"
-
-
-def history_rows(results: dict, *, run_id: str, timestamp: float, rollouts_version: str):
-    """This evaluation's rows of the history table (one per condition and agent), as polars."""
-    import polars as pl
-
-    rows = [{"timestamp": timestamp, "run_id": run_id, "grader": results["grader"], "rollouts": rollouts_version,
-             "condition": condition, "seeds": block["seeds"], "agent": agent, "n": m["n_episodes"],
-             "final_score": m["final_score"], "ci95_lo": m["ci95"][0], "ci95_hi": m["ci95"][1],
-             "belief_mae": m["belief_mae"], "invalid_rate": m["invalid_rate"]}
+def evaluation_rows(results: dict, *, window: str, rollouts_version: str) -> list[dict]:
+    """One evaluation's rows of the history table, one per condition and agent (plain values, for metadata)."""
+    return [{"window": window, "grader": results["grader"], "rollouts": rollouts_version, "condition": condition,
+             "seeds": block["seeds"], "agent": agent, "n": m["n_episodes"], "final_score": m["final_score"],
+             "ci95_lo": m["ci95"][0], "ci95_hi": m["ci95"][1], "belief_mae": m["belief_mae"],
+             "invalid_rate": m["invalid_rate"]}
             for condition, block in results["conditions"].items() for agent, m in block["agents"].items()]
-    return pl.from_dicts(rows, infer_schema_length=None)
 
 
-def write_history(history_dir, results: dict, *, run_id: str, timestamp: float, rollouts_version: str) -> Path:
-    """Publish this evaluation's rows as an artifact of their own, `<history_dir>/<run id>-<ns>/rows.parquet`:
-    one file per write, so two evaluations writing at once both keep their rows, and a reader never
-    sees a half-written file. Returns the published folder."""
-    history_dir = Path(history_dir)
-    name = f"{run_id}-{time.time_ns()}"
-    with staging(history_dir) as staged:
-        history_rows(results, run_id=run_id, timestamp=timestamp,
-                     rollouts_version=rollouts_version).write_parquet(staged / HISTORY_ROWS)
-        return publish_dir(staged, history_dir / name, kind="eval_history", published=True)
-
-
-def read_history(folders, legacy: Path | None = None):
-    """The history table from the published row files (folders, each checked by its reader), plus an
-    older single-file history (`legacy`, history.parquet) where there is one; a run id written more
-    than once keeps its latest rows. Sorted by time."""
+def history_rows(evaluations) -> object:
+    """The history table (polars) of `evaluations`, each (run id, timestamp, its `evaluation_rows`): every row
+    with its evaluation's run and time, sorted by time; a run that evaluated twice keeps its latest rows."""
     import polars as pl
 
-    tables = [pl.read_parquet(Path(folder) / HISTORY_ROWS).with_columns(pl.lit(Path(folder).name).alias("_write"))
-              for folder in folders]
-    if legacy is not None and Path(legacy).is_file():
-        tables.insert(0, pl.read_parquet(legacy).with_columns(pl.lit("").alias("_write")))
-    if not tables:
+    latest: dict[str, tuple] = {}
+    for run_id, timestamp, rows in evaluations:
+        key = f"{run_id}/{rows[0]['window'] if rows else ''}"
+        if key not in latest or timestamp >= latest[key][1]:
+            latest[key] = (run_id, timestamp, rows)
+    table = [{"timestamp": timestamp, "run_id": run_id, **row} for run_id, timestamp, rows in latest.values()
+             for row in rows]
+    if not table:
         return pl.DataFrame()
-    table = pl.concat(tables, how="diagonal_relaxed")
-    latest = table.group_by("run_id").agg(pl.col("_write").max())
-    table = table.join(latest, on=["run_id", "_write"], how="semi").drop("_write")
-    return table.sort(["timestamp", "condition", "agent"])
+    return pl.from_dicts(table, infer_schema_length=None).sort(["timestamp", "condition", "agent"])
 
 
 def history_markdown(history, agent_prefix: str = "student", last: int = 10) -> str:
@@ -407,11 +387,14 @@ def history_markdown(history, agent_prefix: str = "student", last: int = 10) -> 
 
     import polars as pl
 
+    if history.is_empty():
+        return "no evaluation yet\n"
     rows = history.filter(pl.col("agent").str.starts_with(agent_prefix)).tail(last * 6)
-    lines = ["| when (UTC) | grader | condition | seeds | agent | score | belief MAE |", "|---|---|---|---|---|---|---|"]
+    lines = ["| when (UTC) | window | grader | condition | seeds | agent | score | belief MAE |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in rows.iter_rows(named=True):
         when = datetime.datetime.fromtimestamp(r["timestamp"], datetime.UTC).strftime("%Y-%m-%d %H:%M")
         mae = "–" if r["belief_mae"] is None else f"{r['belief_mae']:.3f}"
-        lines.append(f"| {when} | {r['grader']} | {r['condition']} | {r['seeds']} | {r['agent']} | "
+        lines.append(f"| {when} | {r.get('window', '')} | {r['grader']} | {r['condition']} | {r['seeds']} | {r['agent']} | "
                      f"{r['final_score']:.3f} | {mae} |")
     return "\n".join(lines) + "\n"

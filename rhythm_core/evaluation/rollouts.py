@@ -201,18 +201,19 @@ def load_rollouts(rollouts_dir) -> tuple[dict, dict[tuple[str, str], list[dict]]
 
 
 EVAL_WINDOW_SIZES = {"continuous": 100, "ood": 50, "discrete3": 15}
+# The windows every condition has room for: continuous's 1,000 evaluation seeds hold ten of 100.
+EVAL_WINDOW_COUNT = min(len(EVAL_SEEDS[condition]) // size for condition, size in EVAL_WINDOW_SIZES.items())
 
 
 def evaluation_window(index: int) -> dict[str, str]:
-    """The index-th window of evaluation seeds per condition (window 0 is DEFAULT_EVAL_SEEDS).
-
-    Windows tile each condition's evaluation range (continuous 0-999 in 10 windows of 100, ood in
-    200 windows of 50, discrete3 in windows of 15 = 5 per profile) and wrap around, so a scheduled
-    re-evaluation sees fresh seeds every tick and never a training seed.
+    """The index-th window of evaluation seeds per condition (window 0 is DEFAULT_EVAL_SEEDS), for index in
+    0..EVAL_WINDOW_COUNT-1: windows tile each condition's evaluation range (continuous 0-999 in windows of
+    100, ood in windows of 50, discrete3 in windows of 15 = 5 per profile), disjoint, never a training seed.
     """
+    if not 0 <= index < EVAL_WINDOW_COUNT:
+        raise ValueError(f"evaluation window {index} does not exist; windows are 0-{EVAL_WINDOW_COUNT - 1}")
     out = {}
     for condition, size in EVAL_WINDOW_SIZES.items():
-        seeds = EVAL_SEEDS[condition]
-        start = seeds.start + (index % (len(seeds) // size)) * size
+        start = EVAL_SEEDS[condition].start + index * size
         out[condition] = f"{start}-{start + size - 1}"
     return out

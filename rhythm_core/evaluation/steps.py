@@ -1,6 +1,6 @@
 """The evaluation as steps that may run on different machines, sharing nothing but the artifact store:
 a run's staging folder (plan, play per condition, publish), each step's view of the plan in its own
-cache, the provenance the rollouts record, and the history of every evaluation."""
+cache, and the provenance the rollouts record."""
 
 from __future__ import annotations
 
@@ -8,13 +8,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..store import STAGING_PREFIX, ArtifactStore
-from .results import read_history, write_history
 
 # A run's evaluation steps write into `<cache>/eval_rollouts/.staging-run-<run id>`.
 RUN_STAGING_PREFIX = f"{STAGING_PREFIX}run-"
-# The single-file history evaluations appended to before each wrote its own published rows.
-LEGACY_HISTORY = Path("eval_results") / "history.parquet"
-HISTORY_DIR = "eval_results/history"
 
 
 def run_staging_dir(store: ArtifactStore, run_id: str, run_is_live: Callable[[str], bool]) -> Path:
@@ -56,20 +52,3 @@ def rollouts_provenance(store: ArtifactStore, sft: dict, grpo: dict, seeds: dict
             "headline_student": (grpo.get("validation") or {}).get("better", "student_grpo"),
             # recovery is measured against it (and against the Bayesian teacher)
             "distilled_from": distilled_from}
-
-
-def publish_history(store: ArtifactStore, results: dict, *, run_id: str, timestamp: float,
-                    rollouts_version: str) -> tuple[object, str]:
-    """Publish this evaluation's rows (one version per evaluation, so evaluations at once never lose
-    each other's rows) and read the whole history back through the store: (table, where it lives)."""
-    history_dir = store.cache / HISTORY_DIR
-    store.publish(write_history(history_dir, results, run_id=run_id, timestamp=timestamp,
-                                rollouts_version=rollouts_version))
-    return read_store_history(store), store.url_of(history_dir)
-
-
-def read_store_history(store: ArtifactStore):
-    """The history of every evaluation as `eval_results` reads it: every row file the store lists,
-    each fetched and verified, plus the older single-file history where there is one."""
-    return read_history([store.fetch(url) for url in store.list_versions(HISTORY_DIR)],
-                        legacy=store.cache / LEGACY_HISTORY)

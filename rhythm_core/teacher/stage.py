@@ -80,7 +80,7 @@ def teacher_stage(settings: TeacherSettings, condition: str, seeds_spec: str, ro
         "cost_usd": result.cost_usd, "wall_s": result.wall_s, "work_file": str(pointer),
         "cached_prompt_tokens": result.cached_prompt_tokens, "reasoning_tokens": result.reasoning_tokens,
         "cache_hit_fraction": round(result.cache_hit_fraction, 4), "length_reasks": result.length_reasks,
-        "request_shape": result.request_shape,
+        "request_shape": result.request_shape, "stopped_reason": result.stopped_reason,
     }
     result.raise_if_incomplete("teacher run", run)
     records = read_trajectories(work, allow_truncated_tail=False).records

@@ -13,17 +13,26 @@ from rhythm_env.sim.conditions import parse_seeds
 from rhythm_pipeline.defs.assets.data import reeval_report, sft_dataset, teacher_trajectories
 from rhythm_pipeline.defs.assets.evaluation import eval_results, eval_rollouts
 from rhythm_pipeline.defs.assets.training import grpo_checkpoint, sft_checkpoint
+from rhythm_pipeline.defs.partitions import EVAL_WINDOWS, TEACHER_SHARDS
 from rhythm_pipeline.defs.resources import ArtifactStoreResource
 from rhythm_pipeline.settings import ACTIVE_GRADER
 
 
+def _latest_materialization(context: dg.AssetCheckExecutionContext, key: dg.AssetKey):
+    """The latest materialization of `key` (of the check's partition, for a partitioned asset), or None."""
+    partitions = [context.partition_key] if context.has_partition_key else None
+    records = context.instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=key, asset_partitions=partitions),
+                                                      limit=1).records
+    return records[0].asset_materialization if records else None
+
+
 def _files_unchanged(asset) -> dg.AssetChecksDefinition:
-    @dg.asset_check(asset=asset, name="files_unchanged", blocking=True,
+    @dg.asset_check(asset=asset, name="files_unchanged", blocking=True, partitions_def=asset.partitions_def,
                     description="The artifact's files are the ones its latest materialization published (every "
                                 "file's sha256 against the record whose digest the materialization holds).")
     def files_unchanged(context: dg.AssetCheckExecutionContext, artifacts: ArtifactStoreResource) -> dg.AssetCheckResult:
-        event = context.instance.get_latest_materialization_event(asset.key)
-        metadata = event.asset_materialization.metadata if event else {}
+        materialization = _latest_materialization(context, asset.key)
+        metadata = materialization.metadata if materialization else {}
         if "artifact_path" not in metadata:
             return dg.AssetCheckResult(passed=False, severity=dg.AssetCheckSeverity.ERROR,
                                        description="no materialization with an artifact path to check")
@@ -43,7 +52,7 @@ FILES_UNCHANGED = [_files_unchanged(asset) for asset in (teacher_trajectories, r
                                                          sft_checkpoint, grpo_checkpoint, eval_rollouts, eval_results)]
 
 
-@dg.asset_check(asset=teacher_trajectories, blocking=True,
+@dg.asset_check(asset=teacher_trajectories, blocking=True, partitions_def=TEACHER_SHARDS,
                 description="Every line parses, matches the schema and replays exactly; every requested seed is there once.")
 def teacher_trajectories_complete_and_valid(context: dg.AssetCheckExecutionContext, teacher_trajectories: dict,
                                             artifacts: ArtifactStoreResource) -> dg.AssetCheckResult:
@@ -95,7 +104,7 @@ def sft_dataset_has_no_eval_seeds(context: dg.AssetCheckExecutionContext, sft_da
     )
 
 
-@dg.asset_check(asset=eval_results, description="Each student beats the better of the heuristic and the fallback-only "
+@dg.asset_check(asset=eval_results, partitions_def=EVAL_WINDOWS, description="Each student beats the better of the heuristic and the fallback-only "
                                                   "policy on every condition (active grader).")
 def students_beat_heuristic(context: dg.AssetCheckExecutionContext, eval_results: dict,
                             artifacts: ArtifactStoreResource) -> dg.AssetCheckResult:
@@ -110,7 +119,7 @@ BELIEF_MARGIN = 0.02  # how much worse than the teacher a student's belief may b
 BELIEF_Z = 2.0  # standard errors of the paired gap that make "worse by more than the margin" evidence
 
 
-@dg.asset_check(asset=eval_results, description=(
+@dg.asset_check(asset=eval_results, partitions_def=EVAL_WINDOWS, description=(
     f"Each student's belief MAE is within {BELIEF_MARGIN} of the Bayesian teacher's, judged against noise: it "
     f"fails only when the gap, paired week by week on the same seeds, exceeds {BELIEF_MARGIN} by more than "
     f"{BELIEF_Z:g} standard errors (a CPU's rounding or an SFT seed moves the OOD gap by about one)."))
@@ -131,7 +140,7 @@ def student_belief_close_to_teacher(context: dg.AssetCheckExecutionContext, eval
                                description=description)
 
 
-@dg.asset_check(asset=eval_results,
+@dg.asset_check(asset=eval_results, partitions_def=EVAL_WINDOWS,
                 description=f"Invalid (unparsable or illegal) student answers are at most {MAX_INVALID_RATE:.0%}.")
 def student_invalid_answers_at_most_5pct(context: dg.AssetCheckExecutionContext, eval_results: dict,
                                          artifacts: ArtifactStoreResource) -> dg.AssetCheckResult:

@@ -1,64 +1,77 @@
-"""Jobs: the whole lineage (what `make demo` runs), the data half alone, the longer training preset
-(3,000 search-teacher weeks; the same config as `rhythm distill --preset long`), the published recipe at real
-scale, and the regrade and re-evaluation jobs."""
+"""Jobs: the lineage in the pieces a run can hold (a run has one partition), and the presets.
+
+- `teacher_data`: one teacher shard (`teacher_shards` partition); a backfill of N shards is N runs.
+- `data_half`: a teacher shard, then the re-grade report and the dataset over every published shard.
+- `training`: the report, the dataset, SFT and GRPO over the published shards (unpartitioned).
+- `reevaluate`: one evaluation window (`eval_windows` partition): the students play it, it is graded, and
+  the headline student is registered from it; the weekly schedule runs it, a backfill evaluates many.
+- `regrade`: the grading assets, from stored trajectories, for a window (no teacher call, no model run).
+- `rhythm_lineage_long`, `rhythm_lineage_published`: `training` with a preset's config (its teacher shards
+  are added and played first, docs/operations.md).
+
+The whole lineage at once is an asset backfill over the three partitionings (the UI's "Materialize all",
+`make demo`, `python -m rhythm_pipeline.ops lineage`)."""
 
 import dagster as dg
 
 from rhythm_core.distill import PRESETS
+from rhythm_pipeline.defs.partitions import EVAL_WINDOWS, TEACHER_SHARDS
 
-rhythm_lineage = dg.define_asset_job("rhythm_lineage", selection=dg.AssetSelection.all(),
-                                     description="Materialize the whole lineage with the asset defaults.")
-data_half = dg.define_asset_job("data_half", selection=dg.AssetSelection.groups("data"),
-                                description="teacher_trajectories -> reeval_report -> sft_dataset")
+TRAINING = ["reeval_report", "sft_dataset", "sft_checkpoint", "grpo_checkpoint"]
+
+teacher_data = dg.define_asset_job("teacher_data", selection=["teacher_trajectories"], partitions_def=TEACHER_SHARDS,
+                                   description="Play and publish one teacher shard (a range of training seeds).")
+data_half = dg.define_asset_job("data_half", selection=dg.AssetSelection.groups("data"), partitions_def=TEACHER_SHARDS,
+                                description="A teacher shard -> reeval_report -> sft_dataset over every published shard")
+training = dg.define_asset_job("training", selection=TRAINING,
+                               description="reeval_report, sft_dataset, sft_checkpoint, grpo_checkpoint over the "
+                                           "published teacher shards.")
 
 
 def preset_ops(name: str) -> dict:
-    """The ops config of a `rhythm distill` preset (rhythm_core.distill.PRESETS)."""
+    """The ops config of a `rhythm distill` preset's training (rhythm_core.distill.PRESETS)."""
     preset = PRESETS[name]
-    return {"teacher_trajectories": {"config": {"seeds": preset["teacher_seeds"]}},
-            "sft_dataset": {"config": preset["dataset"]}, "sft_checkpoint": {"config": preset["sft"]},
+    return {"sft_dataset": {"config": preset["dataset"]}, "sft_checkpoint": {"config": preset["sft"]},
             "grpo_checkpoint": {"config": preset["grpo"]}}
 
 
 def preset_config(name: str) -> dict:
-    """The run config of a `rhythm distill` preset: its ops config and the offline teacher it distils."""
-    return {"ops": preset_ops(name), "resources": {"teacher": {"config": {"backend": PRESETS[name]["teacher"]}}}}
+    """The run config of a `rhythm distill` preset's training."""
+    return {"ops": preset_ops(name)}
 
 
 rhythm_lineage_long = dg.define_asset_job(
     "rhythm_lineage_long",
-    selection=dg.AssetSelection.all(),
-    description="The recipe at a larger budget: 3,000 search-teacher weeks written with the innovation evidence "
-                "chain, 1,000 short-context + 1,200 whole-week SFT steps, 50 GRPO steps (rhythm distill --preset long).",
+    selection=TRAINING,
+    description="The recipe at a larger budget on the shards 1000-2999 and 3000-3999 (3,000 search-teacher weeks): "
+                "the innovation evidence chain, 1,000 short-context + 1,200 whole-week SFT steps, 50 GRPO steps "
+                "(rhythm distill --preset long).",
     config=preset_config("long"),
 )
 
-# The published recipe at real scale: an API teacher, the 3B student with LoRA trained and evaluated
-# on Hugging Face Jobs. Needs OPENAI_API_KEY and HF_TOKEN (RHYTHM_HUB_NAMESPACE names the owner of the
-# job and its repos); every job states its cost cap before it is submitted and is refused above
-# hf_max_usd. README, "The real base model", gives the cost per stage.
-PUBLISHED_CONFIG = {
-    "ops": preset_ops("published"),
-    "resources": {
-        "teacher": {"config": {"backend": "openai", "model": "gpt-5.4", "reasoning_effort": "low",
-                               "api_key": {"env": "OPENAI_API_KEY"}, "price_input_per_m": 2.5,
-                               "price_cached_input_per_m": 0.25, "price_output_per_m": 15.0, "max_cost_usd": 40.0}},
-        "compute": {"config": {"backend": "hf_jobs", "hf_flavor": "a10g-large", "hf_max_usd": 5.0,
-                               "hf_token": {"env": "HF_TOKEN"}}},
-    },
-}
+# The published recipe at real scale: the 3B student with LoRA trained on Hugging Face Jobs from an API
+# teacher's shard (1000-1299, played by `teacher_data` with the teacher config below). Needs OPENAI_API_KEY
+# and HF_TOKEN (RHYTHM_HUB_NAMESPACE names the owner of the jobs and repos); every job states its cost cap
+# before it is submitted and is refused above hf_max_usd. README, "The real base model", gives the cost.
+PUBLISHED_TEACHER = {"backend": "openai", "model": "gpt-5.4", "reasoning_effort": "low",
+                     "api_key": {"env": "OPENAI_API_KEY"}, "price_input_per_m": 2.5,
+                     "price_cached_input_per_m": 0.25, "price_output_per_m": 15.0, "max_cost_usd": 40.0}
+PUBLISHED_COMPUTE = {"backend": "hf_jobs", "hf_flavor": "a10g-large", "hf_max_usd": 5.0, "hf_token": {"env": "HF_TOKEN"}}
+PUBLISHED_CONFIG = {"ops": {**preset_ops("published"), "sft_dataset": {"config": {"teacher_shards": ["1000-1299"]}}},
+                    "resources": {"compute": {"config": PUBLISHED_COMPUTE}}}
 rhythm_lineage_published = dg.define_asset_job(
     "rhythm_lineage_published",
-    selection=dg.AssetSelection.all(),
-    description="The published recipe: 300 weeks of gpt-5.4 (OpenAI API), Qwen2.5-3B-Instruct with LoRA trained "
-                "(SFT, GRPO) and evaluated on Hugging Face Jobs (a10g-large), each job under a $5 cap.",
+    selection=TRAINING,
+    description="The published recipe's training: Qwen2.5-3B-Instruct with LoRA (SFT, GRPO) on Hugging Face Jobs "
+                "(a10g-large, each job under a $5 cap), on the shard 1000-1299 of gpt-5.4 (OpenAI API).",
     config=PUBLISHED_CONFIG,
 )
 
-# Re-grade from stored trajectories after a grader change: every asset tagged as grading, and only
-# those. No teacher call, no training, no model run.
+# Every window a partition: the weekly schedule evaluates the next one; a backfill evaluates any.
+reevaluate = dg.define_asset_job("reevaluate", selection=["eval_rollouts", "eval_results", "registered_student"],
+                                 partitions_def=EVAL_WINDOWS,
+                                 description="Play the latest checkpoints on one evaluation window, grade, register.")
+# Re-grade from stored trajectories after a grader change: every asset tagged as grading, and only those.
 regrade = dg.define_asset_job("regrade", selection=dg.AssetSelection.tag("rhythm/grades", "true"),
-                              description="Re-materialize the grading assets from stored trajectories.")
-# A re-evaluation of the latest checkpoints: new rollouts, then their grades.
-reevaluate = dg.define_asset_job("reevaluate", selection=dg.AssetSelection.assets("eval_rollouts").downstream(),
-                                 description="Play the latest checkpoints on a window of evaluation seeds and grade.")
+                              partitions_def=EVAL_WINDOWS,
+                              description="Re-materialize the grading assets of a window from stored trajectories.")

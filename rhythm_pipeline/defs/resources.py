@@ -1,8 +1,11 @@
 """Resources: where artifacts live (a local folder or an object store), the teacher (offline, or an
 OpenAI-compatible API), the Hugging Face Hub and where models run.
 
-Secrets come from environment variables through dg.EnvVar: the run config and event log hold the
-variable's name, never its value.
+The definitions are the same whatever the environment of the process that loads them: every setting an
+environment variable may give (the artifact root, the endpoint and keys, the teacher, the compute backend,
+the Hub's owner and token) is read when a run uses the resource, in that run's process, unless the launchpad
+or a job's config sets it. Secrets come from the environment or through dg.EnvVar: the run config and event
+log hold the variable's name, never its value.
 """
 
 
@@ -15,10 +18,7 @@ import dagster as dg
 
 from rhythm_core.store import ARTIFACTS_VAR, CACHE_VAR, open_store, split_url
 from rhythm_core.teacher.settings import TeacherSettings
-from rhythm_pipeline.defs.executor import train_processes
 from rhythm_pipeline.defs.launchpad import launchpad_config
-
-_TEACHER = TeacherSettings()
 
 
 class ArtifactStoreResource(dg.ConfigurableResource):
@@ -36,14 +36,18 @@ class ArtifactStoreResource(dg.ConfigurableResource):
     region: str | None = None
 
     def storage_options(self) -> dict:
-        def value(field):  # an EnvVar is resolved at run time; a caller outside a run (the demo) resolves it here
-            return field.get_value() if isinstance(field, dg.EnvVar) else field
+        """The object store's client options: a field set here, else its AWS variable as it is now."""
+        def value(field, variable):  # an EnvVar is resolved at run time; a caller outside a run (the demo) resolves it here
+            field = field.get_value() if isinstance(field, dg.EnvVar) else field
+            return field or os.environ.get(variable) or None
 
-        options = {"key": value(self.access_key_id), "secret": value(self.secret_access_key),
-                   "endpoint_url": value(self.endpoint_url)}
+        options = {"key": value(self.access_key_id, "AWS_ACCESS_KEY_ID"),
+                   "secret": value(self.secret_access_key, "AWS_SECRET_ACCESS_KEY"),
+                   "endpoint_url": value(self.endpoint_url, "AWS_ENDPOINT_URL")}
         options = {k: v for k, v in options.items() if v}
-        if value(self.region):
-            options["client_kwargs"] = {"region_name": value(self.region)}
+        region = value(self.region, "AWS_DEFAULT_REGION")
+        if region:
+            options["client_kwargs"] = {"region_name": region}
         return options
 
     def store(self, instance: dg.DagsterInstance):
@@ -72,7 +76,9 @@ _OPEN_STORES: dict = {}
 
 
 class _PickleOnStore(dg.UPathIOManager):
-    extension = ".pickle"
+    def __init__(self, base_path, extension: str = ".pickle"):
+        super().__init__(base_path=base_path)
+        self.extension = extension
 
     def dump_to_path(self, context, obj, path) -> None:
         import pickle
@@ -88,10 +94,10 @@ class _PickleOnStore(dg.UPathIOManager):
 
 
 class StoreIOManager(dg.ConfigurableIOManagerFactory):
-    """The values steps hand each other (small dicts naming artifacts by their store URLs), pickled on
-    the artifact store under `_dagster/io/`: with an object store a step reads nothing from another
-    step's disk. Registered only when RHYTHM_ARTIFACTS is an object store; a local root keeps
-    Dagster's default filesystem IO manager."""
+    """The values steps hand each other (small dicts naming artifacts). With an object store they are
+    pickled on it under `_dagster/io/`, so a step reads nothing from another step's disk; with a local
+    root they are where Dagster's default filesystem IO manager keeps them (the instance's storage).
+    Which of the two is decided when a run opens the store, not when the definitions load."""
 
     artifacts: ArtifactStoreResource
 
@@ -99,36 +105,50 @@ class StoreIOManager(dg.ConfigurableIOManagerFactory):
         from upath import UPath
 
         store = self.artifacts.store(context.instance)
+        if split_url(store.url)[0] is None:
+            return _PickleOnStore(base_path=UPath(context.instance.storage_directory()), extension="")
         return _PickleOnStore(base_path=UPath(f"{store.url}/_dagster/io", **store.storage_options_for_upath()))
 
 
 def artifact_store_from_env() -> ArtifactStoreResource:
-    """The resource as the environment sets it (what the definitions register): every AWS setting an
-    EnvVar, read when the store is opened, so a long-lived process follows the variables as they are now."""
-    return ArtifactStoreResource(root=os.environ.get(ARTIFACTS_VAR, ""), cache=os.environ.get(CACHE_VAR, ""),
-                                 endpoint_url=_secret("AWS_ENDPOINT_URL"),
-                                 access_key_id=_secret("AWS_ACCESS_KEY_ID"),
-                                 secret_access_key=_secret("AWS_SECRET_ACCESS_KEY"),
-                                 region=_secret("AWS_DEFAULT_REGION"))
+    """The resource the definitions register: every field empty, so each is read from its variable
+    (RHYTHM_ARTIFACTS, RHYTHM_ARTIFACT_CACHE, the AWS variables) when a run opens the store."""
+    return ArtifactStoreResource()
 
 
 # The resource's fields are TeacherSettings' (names, types, defaults), generated so that a teacher knob
 # is declared once; the retry backoff stays a library setting, not a launchpad one.
 _TeacherFields = launchpad_config("_TeacherFields", TeacherSettings, module=__name__, base=dg.ConfigurableResource,
-                                  exclude=("backoff_base_s", "backoff_cap_s"))
+                                  exclude=("backoff_base_s", "backoff_cap_s"),
+                                  backfill_max_cost_usd=(float | None, None))
+
+# The variables a run reads for the teacher's fields the launchpad leaves at their defaults.
+TEACHER_VARS = {"backend": "RHYTHM_TEACHER_BACKEND", "model": "RHYTHM_TEACHER_MODEL",
+                "base_url": "RHYTHM_TEACHER_BASE_URL", "reasoning_effort": "RHYTHM_TEACHER_REASONING_EFFORT"}
 
 
 class TeacherResource(_TeacherFields):
     """Who plays the teacher episodes. backend: search (default), bayes, bayes_v3 (offline, free) | openai | azure.
     Fields and defaults are TeacherSettings' (rhythm_core.teacher.settings says what each means); see
-    rhythm_core.teacher.openai_client for how reasoning models (GPT-5.x, o-series) are handled."""
+    rhythm_core.teacher.openai_client for how reasoning models (GPT-5.x, o-series) are handled. A field left
+    at its default takes its variable (`TEACHER_VARS`) when a run starts, and the API key its `api_key_env`
+    variable; `max_cost_usd` caps each shard, `backfill_max_cost_usd` all the shards of one backfill."""
 
     def settings(self) -> TeacherSettings:
-        return TeacherSettings(**{name: getattr(self, name) for name in type(self).model_fields})
+        values = {name: getattr(self, name) for name in TeacherSettings.__dataclass_fields__
+                  if name in type(self).model_fields}
+        defaults = TeacherSettings()
+        for name, variable in TEACHER_VARS.items():
+            if values[name] == getattr(defaults, name) and os.environ.get(variable):
+                values[name] = os.environ[variable]
+        if not values["api_key"]:
+            values["api_key"] = os.environ.get(values["api_key_env"]) or None
+        return TeacherSettings(**values)
 
 
 class HubResource(dg.ConfigurableResource):
-    """The Hugging Face Hub: token from an EnvVar, repos under `namespace`, private by default."""
+    """The Hugging Face Hub: token from an EnvVar (else HF_TOKEN when a run uses it), repos under `namespace`
+    (else RHYTHM_HUB_NAMESPACE), private by default."""
 
     token: str | None = None
     namespace: str | None = None
@@ -138,12 +158,14 @@ class HubResource(dg.ConfigurableResource):
     def api(self):
         from huggingface_hub import HfApi
 
-        return HfApi(token=self.token, endpoint=self.endpoint)
+        return HfApi(token=self.token or os.environ.get("HF_TOKEN") or None, endpoint=self.endpoint)
 
     def repo_id(self, name: str) -> str:
-        if not self.namespace:
-            raise ValueError("HubResource.namespace is not set: name the user or organisation to push to")
-        return f"{self.namespace}/{name}"
+        namespace = self.namespace or os.environ.get("RHYTHM_HUB_NAMESPACE")
+        if not namespace:
+            raise ValueError("HubResource.namespace is not set (nor RHYTHM_HUB_NAMESPACE): name the user or "
+                             "organisation to push to")
+        return f"{namespace}/{name}"
 
     def push(self, upload, path, name: str) -> tuple[dict, dict]:
         """Upload `path` to <namespace>/<name> with a rhythm_core uploader (`push_to_hub` for datasets,
@@ -158,7 +180,7 @@ class ComputeResource(dg.ConfigurableResource):
     local (a subprocess on this machine's CPU or CUDA, through Dagster Pipes) | hf_jobs (Hugging Face
     Jobs running the same rhythm_core code version). No Dagster process loads a model."""
 
-    backend: str = "local"
+    backend: str = ""  # local | hf_jobs; empty: RHYTHM_COMPUTE when a run starts, else local
     # Training processes, data-parallel (torchrun; gloo on CPU, NCCL on CUDA, one GPU each): the global
     # batch stays the config's, so this changes where the work runs, not what is learned. Not part of
     # any version.
@@ -168,8 +190,8 @@ class ComputeResource(dg.ConfigurableResource):
     hf_flavor: str = "a10g-small"
     hf_timeout: str | None = None  # "2h", "45m"; None: from each stage's size (rhythm_core.compute.costs)
     hf_max_usd: float | None = None  # refuse a job whose cost cap (flavor price per hour × timeout) is above this
-    hf_namespace: str | None = None
-    hf_token: str | None = None
+    hf_namespace: str | None = None  # None: RHYTHM_HUB_NAMESPACE when a run starts
+    hf_token: str | None = None  # None: HF_TOKEN when a run starts
     hf_image: str | None = None
     hf_endpoint: str | None = None  # the Hub's URL (default: huggingface.co, or HF_ENDPOINT)
     # Local backend: processes that play one condition's evaluation seeds side by side, each a run of the
@@ -177,15 +199,24 @@ class ComputeResource(dg.ConfigurableResource):
     # (rhythm_core.evaluation.shards). 1: one process, as before. A Hugging Face job plays on one.
     play_workers: int = 1
 
+    @property
+    def kind(self) -> str:
+        """The backend a run uses: the field, else RHYTHM_COMPUTE as the run's process sees it, else local."""
+        return self.backend or os.environ.get("RHYTHM_COMPUTE") or "local"
+
+    @property
+    def token(self) -> str | None:
+        return self.hf_token or os.environ.get("HF_TOKEN") or None
+
     def train(self, context, *, stage: str, config: dict, dataset_dir: str, out_dir: str,
               init_dir: str | None = None, provenance: dict | None = None, env: dict | None = None) -> None:
         """Run one training stage into `out_dir`, which then holds result.json and model/. `env`: extra
         environment of a local training process (the MLflow run to log into)."""
-        if self.backend == "local":
+        if self.kind == "local":
             return self._train_local(context, stage, config, dataset_dir, out_dir, init_dir, provenance, env)
-        if self.backend == "hf_jobs":
+        if self.kind == "hf_jobs":
             return self._train_hf_jobs(context, stage, config, dataset_dir, out_dir, init_dir, provenance)
-        raise ValueError(f"unknown compute backend {self.backend!r}; allowed: local, hf_jobs")
+        raise ValueError(f"unknown compute backend {self.kind!r}; allowed: local, hf_jobs")
 
     def _train_local(self, context, stage, config, dataset_dir, out_dir, init_dir, provenance, env=None) -> None:
 
@@ -221,11 +252,11 @@ class ComputeResource(dg.ConfigurableResource):
         """Play the students (name -> model folder) on one condition's evaluation seeds (`config`:
         condition, seeds, sampling) into `out_dir`; returns {"files": their manifest entries, "hf_job":
         the job's summary with its cost, or None}."""
-        if self.backend == "local":
+        if self.kind == "local":
             return self._play_local(context, config, checkpoints, out_dir, threads)
-        if self.backend == "hf_jobs":
+        if self.kind == "hf_jobs":
             return self._play_hf_jobs(context, config, checkpoints, out_dir, threads)
-        raise ValueError(f"unknown compute backend {self.backend!r}; allowed: local, hf_jobs")
+        raise ValueError(f"unknown compute backend {self.kind!r}; allowed: local, hf_jobs")
 
     def _play_local(self, context, config, checkpoints, out_dir, threads) -> dict:
         import sys
@@ -281,7 +312,7 @@ class ComputeResource(dg.ConfigurableResource):
         from rhythm_core.compute.hf_jobs import run_play_job
 
         return run_play_job(config, checkpoints, out_dir, threads=threads, run=partial(self._hf_job, context),
-                            download=partial(snapshot_download, token=self.hf_token, endpoint=self.hf_endpoint))
+                            download=partial(snapshot_download, token=self.token, endpoint=self.hf_endpoint))
 
     def _hf_job(self, context, stage: str, config: dict, **inputs) -> dict:
         """Run one stage as a Hugging Face job (rhythm_core.compute.hf_jobs.run_job)."""
@@ -293,9 +324,10 @@ class ComputeResource(dg.ConfigurableResource):
         from rhythm_core.compute.hf_jobs import HFJobSpec, run_job
 
         spec = HFJobSpec(flavor=self.hf_flavor, timeout=self.hf_timeout, max_usd=self.hf_max_usd,
-                         namespace=self.hf_namespace, image=self.hf_image)
-        job = run_job(stage, config, **inputs, api=HfApi(token=self.hf_token, endpoint=self.hf_endpoint), spec=spec,
-                      token=self.hf_token, log=context.log.info, project_root=Path(rhythm_core.__file__).parents[1])
+                         namespace=self.hf_namespace or os.environ.get("RHYTHM_HUB_NAMESPACE") or None,
+                         image=self.hf_image)
+        job = run_job(stage, config, **inputs, api=HfApi(token=self.token, endpoint=self.hf_endpoint), spec=spec,
+                      token=self.token, log=context.log.info, project_root=Path(rhythm_core.__file__).parents[1])
         context.log.info(f"HF job {job['job_id']} finished: {job['hub_repo_id']}@{job['hub_revision']}")
         return job
 
@@ -308,7 +340,7 @@ class ComputeResource(dg.ConfigurableResource):
 
         job = self._hf_job(context, stage, config, dataset_dir=dataset_dir, init_dir=init_dir, provenance=provenance)
         # The lineage keeps a local copy; the Hub repo and revision stay in the metadata.
-        fetch_training_result(job, out_dir, download=partial(snapshot_download, token=self.hf_token, endpoint=self.hf_endpoint))
+        fetch_training_result(job, out_dir, download=partial(snapshot_download, token=self.token, endpoint=self.hf_endpoint))
 
 
 def _played_files(messages, who: str) -> dict:
@@ -318,32 +350,17 @@ def _played_files(messages, who: str) -> dict:
     return messages[-1]["files"]
 
 
-def _secret(name: str):
-    # An EnvVar only when the variable exists, so the offline default loads without any secret set.
-    return dg.EnvVar(name) if os.environ.get(name) else None
-
-
 @dg.definitions
 def resources() -> dg.Definitions:
-    # Configurable at launch: a job (rhythm_lineage_published) or the launchpad can switch the teacher
-    # and the compute backend; what is set here (from the environment) are the defaults.
+    # Configurable at launch: a job or the launchpad can switch the teacher and the compute backend. Nothing
+    # here reads the environment: each resource reads its variables when a run uses it.
     artifacts = artifact_store_from_env()
-    remote = split_url(artifacts.root)[0] is not None
     return dg.Definitions(
         resources={
             "artifacts": artifacts,
-            **({"io_manager": StoreIOManager(artifacts=artifacts)} if remote else {}),
-            "teacher": TeacherResource.configure_at_launch(
-                backend=os.environ.get("RHYTHM_TEACHER_BACKEND", _TEACHER.backend),
-                model=os.environ.get("RHYTHM_TEACHER_MODEL", ""),
-                base_url=os.environ.get("RHYTHM_TEACHER_BASE_URL") or None,
-                reasoning_effort=os.environ.get("RHYTHM_TEACHER_REASONING_EFFORT") or None,
-                api_key=_secret("OPENAI_API_KEY"),
-            ),
-            "hub": HubResource(token=_secret("HF_TOKEN"), namespace=os.environ.get("RHYTHM_HUB_NAMESPACE") or None),
-            "compute": ComputeResource.configure_at_launch(
-                backend=os.environ.get("RHYTHM_COMPUTE", "local"), hf_token=_secret("HF_TOKEN"),
-                hf_namespace=os.environ.get("RHYTHM_HUB_NAMESPACE") or None, processes=train_processes(),
-            ),
+            "io_manager": StoreIOManager(artifacts=artifacts),
+            "teacher": TeacherResource.configure_at_launch(),
+            "hub": HubResource(),
+            "compute": ComputeResource.configure_at_launch(),
         }
     )

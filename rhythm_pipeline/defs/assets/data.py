@@ -1,4 +1,5 @@
-"""The data half of the lineage: teacher_trajectories -> reeval_report -> sft_dataset.
+"""The data half of the lineage: teacher_trajectories (one partition per seed shard) -> reeval_report ->
+sft_dataset, the two readers merging the published shards in seed order.
 
 Asset bodies only translate between Dagster and rhythm_core.stages: config in, metadata out.
 """
@@ -9,93 +10,138 @@ import dagster as dg
 from rhythm_core.agents.bayes import PLAN_GRADER
 from rhythm_core.code_version import grader_version
 from rhythm_core.data.stages import dataset_stage, reeval_stage
-from rhythm_core.distill import DEFAULT_TEACHER_SEEDS
 from rhythm_core.store import StageIncomplete
+from rhythm_core.teacher.shards import check_disjoint, ordered_shards, shard_range, teacher_data
 from rhythm_core.teacher.stage import teacher_stage
 from rhythm_env.graders import DEFAULT_GRADER
 from rhythm_env.protocol import DEFAULT_PROMPT_FORMAT, DEFAULT_READOUT_FORM, DEFAULT_REASONING
 from rhythm_env.sim.spec import ENV_VERSION
+from rhythm_pipeline.defs.budget import record_spend, teacher_run_budget
+from rhythm_pipeline.defs.partitions import TEACHER_SHARDS
+from rhythm_pipeline.defs.pools import TEACHER_POOL
 from rhythm_pipeline.defs.resources import ArtifactStoreResource, HubResource, TeacherResource
+from rhythm_pipeline.defs.retries import TRANSIENT_RETRY, retried_only_if_transient
 from rhythm_pipeline.lineage import lineage_metadata, versioned_output
 from rhythm_pipeline.settings import ACTIVE_GRADER, GRADING_AUTOMATION, GRADING_TAGS, code_version
 
 
 class TeacherTrajectoriesConfig(dg.Config):
-    condition: str = "continuous"
-    # Training seeds only (continuous 1000-9999). The recipe's 2,000 search-teacher weeks are free and take
-    # seconds (teacher_throughput.json); with a paid teacher set the resource's max_cost_usd.
-    seeds: str = DEFAULT_TEACHER_SEEDS
+    condition: str = "continuous"  # the condition with training seeds; the seeds are the partition's shard
+
+
+def _teacher_metadata(result: dict) -> dict:
+    run = result["run"]
+    return {
+        "artifact_path": dg.MetadataValue.path(result["path"]),
+        "episodes": result["n_episodes"],
+        "steps": result["n_steps"],
+        "invalid_answer_rate": result["invalid_answer_rate"],
+        "prompt_tokens": result["prompt_tokens"],
+        "cached_prompt_tokens": result["cached_prompt_tokens"],
+        "cache_hit_fraction": result["cache_hit_fraction"],
+        "completion_tokens": result["completion_tokens"],
+        "reasoning_tokens": result["reasoning_tokens"],
+        "length_reasks": result["length_reasks"],
+        "cost_usd": result["cost_usd"],
+        "cost_usd_this_run": run["cost_usd"],
+        **({"request_shape": dg.MetadataValue.json(run["request_shape"])} if run.get("request_shape") else {}),
+        "wall_s": run["wall_s"],
+        "episodes_played": run["episodes_written_this_run"],
+        "episodes_resumed": run["episodes_resumed"],
+        "retries": run["retries"],
+        f"teacher_mean_score_{ACTIVE_GRADER}": result["mean_score"][ACTIVE_GRADER],
+        "teacher_mean_score_v2": result["mean_score"]["v2"],
+        "teacher": result["teacher"]["id"],
+        "teacher_backend": result["teacher"]["backend"],
+        "teacher_model": result["teacher"]["model"],
+        "condition": result["condition"],
+        "seeds": result["seeds"],
+    }
 
 
 @dg.asset(
     group_name="data",
+    partitions_def=TEACHER_SHARDS,
+    pool=TEACHER_POOL,
+    retry_policy=TRANSIENT_RETRY,
     # the offline teachers plan with a grader's own score (agents.bayes.PLAN_GRADER): its code is theirs
-    code_version=code_version("teacher", teacher_stage, config=TeacherTrajectoriesConfig, env=ENV_VERSION,
-                              plans_with=grader_version(PLAN_GRADER)),
+    code_version=code_version("teacher", teacher_stage, config=TeacherTrajectoriesConfig, env=ENV_VERSION, plans_with=grader_version(PLAN_GRADER)),
     kinds={"python", "jsonl"},
     description=(
-        "Teacher episodes, one JSON line per episode: every step's rendered prompt, the teacher's raw "
-        "answer, parsed belief and action, meters and token usage. The teacher is the TeacherResource "
-        "(the offline search teacher by default, or the Bayesian one, or an OpenAI-compatible model). Episodes are appended as they finish, so "
-        "an interrupted or over-budget run resumes on the next materialization without paying twice."
+        "Teacher episodes of one seed shard (the partition: a range of training seeds), one JSON line per "
+        "episode: every step's rendered prompt, the teacher's raw answer, parsed belief and action, meters and "
+        "token usage. The teacher is the TeacherResource (the offline search teacher by default, or the "
+        "Bayesian one, or an OpenAI-compatible model). A published shard is never played again; an interrupted "
+        "or over-budget shard resumes on its next materialization without paying twice."
     ),
 )
 def teacher_trajectories(context: dg.AssetExecutionContext, config: TeacherTrajectoriesConfig,
                          teacher: TeacherResource, artifacts: ArtifactStoreResource) -> dg.Output[dict]:
-    store = artifacts.store(context.instance)
+    shard = context.partition_key
+    with retried_only_if_transient():
+        shard_range(shard, config.condition)
+        check_disjoint(context.instance.get_dynamic_partitions(TEACHER_SHARDS.name))
+        settings = teacher_run_budget(context, teacher)
+        store = artifacts.store(context.instance)
     try:
-        result = teacher_stage(teacher.settings(), config.condition, config.seeds, store.cache,
-                               grader=ACTIVE_GRADER, log=context.log.info, store=store)
+        with retried_only_if_transient():
+            result = teacher_stage(settings, config.condition, shard, store.cache, grader=ACTIVE_GRADER,
+                                   log=context.log.info, store=store)
     except StageIncomplete as exc:
-        raise dg.Failure(description=str(exc), metadata=exc.details) from exc
-    result = store.publish_value(result)
-    run = result["run"]
-    return versioned_output(result, {
-            "artifact_path": dg.MetadataValue.path(result["path"]),
-            "episodes": result["n_episodes"],
-            "steps": result["n_steps"],
-            "invalid_answer_rate": result["invalid_answer_rate"],
-            "prompt_tokens": result["prompt_tokens"],
-            "cached_prompt_tokens": result["cached_prompt_tokens"],
-            "cache_hit_fraction": result["cache_hit_fraction"],
-            "completion_tokens": result["completion_tokens"],
-            "reasoning_tokens": result["reasoning_tokens"],
-            "length_reasks": result["length_reasks"],
-            "cost_usd": result["cost_usd"],
-            **({"request_shape": dg.MetadataValue.json(run["request_shape"])} if run.get("request_shape") else {}),
-            "wall_s": run["wall_s"],
-            "episodes_resumed": run["episodes_resumed"],
-            "retries": run["retries"],
-            f"teacher_mean_score_{ACTIVE_GRADER}": result["mean_score"][ACTIVE_GRADER],
-            "teacher_mean_score_v2": result["mean_score"]["v2"],
-            "teacher": result["teacher"]["id"],
-            "teacher_backend": result["teacher"]["backend"],
-            "teacher_model": result["teacher"]["model"],
-            "condition": result["condition"],
-            "seeds": result["seeds"],
-            **lineage_metadata(context, config=config),
-        },
-    )
+        record_spend(context, shard, exc.details.get("cost_usd", 0.0))
+        # a spent budget fails once; seeds that failed (an endpoint down) are retried and resume
+        raise dg.Failure(description=str(exc), metadata=exc.details,
+                         allow_retries=exc.details.get("stopped_reason") is None) from exc
+    record_spend(context, shard, result["run"]["cost_usd"])
+    with retried_only_if_transient():
+        result = store.publish_value(result)
+    return versioned_output(result, {**_teacher_metadata(result), **lineage_metadata(context, config=config)})
+
+
+# Readers take every published shard (or those in `teacher_shards`): a shard not materialized is skipped.
+SHARDS_IN = {"teacher_trajectories": dg.AssetIn(metadata={"allow_missing_partitions": True})}
+
+
+def _teacher_data(context, store, shards: dict, chosen: list[str]) -> dict:
+    """The chosen published shards (all by default) as one source, each fetched into this step's cache.
+    `shards`: the input, {shard: its value}, or the value itself where one shard is published."""
+    if "version" in shards and "seeds" in shards:  # Dagster hands a single partition's value as it is
+        shards = {shards["seeds"]: shards}
+    data = teacher_data([store.fetch_value(s) for s in ordered_shards(shards, chosen)])
+    context.log.info(f"teacher data: {len(data.get('shards', [data]))} shard(s), seeds {data['seeds']}")
+    return data
+
+
+def _shards_metadata(data: dict) -> dict:
+    shards = data.get("shards", [data])
+    return {"teacher_shards": dg.MetadataValue.json({s["seeds"]: s["version"] for s in shards}),
+            "seeds": data["seeds"]}
+
+
+class ReevalReportConfig(dg.Config):
+    teacher_shards: list[str] = []  # the shards to re-grade; empty: every published shard
 
 
 @dg.asset(
     group_name="data",
+    ins=SHARDS_IN,
+    retry_policy=TRANSIENT_RETRY,
     code_version=code_version("reeval", reeval_stage, grader=ACTIVE_GRADER),
     tags=GRADING_TAGS,
     automation_condition=GRADING_AUTOMATION,
     kinds={"python", "polars"},
     description=(
-        "Every teacher episode graded under the active grader and under v2 (the published one), next to "
-        "random, heuristic and constant-belief baselines replayed on the same seeds: per-episode and "
+        "Every teacher episode of the published shards graded under the active grader and under v2 (the published one), "
+        "next to random, heuristic and constant-belief baselines replayed on the same seeds: per-episode and "
         "per-condition tables (mean, 95% CI, belief MAE, wins vs the heuristic) as parquet and JSON."
     ),
 )
-def reeval_report(context: dg.AssetExecutionContext, teacher_trajectories: dict,
+def reeval_report(context: dg.AssetExecutionContext, config: ReevalReportConfig, teacher_trajectories: dict,
                   artifacts: ArtifactStoreResource) -> dg.Output[dict]:
-    store = artifacts.store(context.instance)
-    local = store.fetch_value(teacher_trajectories)
-    result = store.publish_value(reeval_stage(local["path"], ACTIVE_GRADER, store.cache,
-                                              files_digest_recorded=teacher_trajectories.get("files_digest")))
+    with retried_only_if_transient():
+        store = artifacts.store(context.instance)
+        data = _teacher_data(context, store, teacher_trajectories, config.teacher_shards)
+        result = store.publish_value(reeval_stage(data, ACTIVE_GRADER, store.cache))
     teacher_mean, heuristic_mean = next(iter(result["teacher_vs_heuristic"].values()))
     return versioned_output(result, {
             "report": dg.MetadataValue.md(result["markdown"]),
@@ -105,12 +151,14 @@ def reeval_report(context: dg.AssetExecutionContext, teacher_trajectories: dict,
             "teacher_mean": teacher_mean,
             "heuristic_mean": heuristic_mean,
             "teacher": result["teacher"],
-            **lineage_metadata(context, {"teacher_trajectories": teacher_trajectories}),
+            **_shards_metadata(data),
+            **lineage_metadata(context, {"teacher_trajectories": data}, config),
         },
     )
 
 
 class SftDatasetConfig(dg.Config):
+    teacher_shards: list[str] = []  # the shards to train on, merged in seed order; empty: every published shard
     filter: str = "none"  # none | beat_heuristic (keep episodes where the teacher beat the heuristic)
     # The filter's grader is fixed here, not the active grader: a grader switch must not change the
     # training data (that is why sft_dataset does not depend on reeval_report).
@@ -147,6 +195,8 @@ def _readout_metadata(fit: dict | None) -> dict:
 
 @dg.asset(
     group_name="data",
+    ins=SHARDS_IN,
+    retry_policy=TRANSIENT_RETRY,
     code_version=code_version("sft-dataset", dataset_stage, config=SftDatasetConfig),
     kinds={"python", "huggingface"},
     description=(
@@ -160,13 +210,15 @@ def _readout_metadata(fit: dict | None) -> dict:
 )
 def sft_dataset(context: dg.AssetExecutionContext, config: SftDatasetConfig, teacher_trajectories: dict,
                 hub: HubResource, artifacts: ArtifactStoreResource) -> dg.Output[dict]:
-    store = artifacts.store(context.instance)
-    result = dataset_stage(store.fetch_value(teacher_trajectories), store.cache, filter=config.filter,
-                           filter_grader=config.filter_grader, validation_fraction=config.validation_fraction,
-                           split_seed=config.split_seed, prompt_format=config.prompt_format,
-                           reasoning=config.reasoning, readout_form=config.readout_form)
-    local_path = result["path"]
-    result = store.publish_value(result)
+    with retried_only_if_transient():
+        store = artifacts.store(context.instance)
+        data = _teacher_data(context, store, teacher_trajectories, config.teacher_shards)
+        result = dataset_stage(data, store.cache, filter=config.filter,
+                               filter_grader=config.filter_grader, validation_fraction=config.validation_fraction,
+                               split_seed=config.split_seed, prompt_format=config.prompt_format,
+                               reasoning=config.reasoning, readout_form=config.readout_form)
+        local_path = result["path"]
+        result = store.publish_value(result)
     metadata = {
         "artifact_path": dg.MetadataValue.path(result["path"]),
         "examples_train": result["examples"]["train"],
@@ -180,12 +232,13 @@ def sft_dataset(context: dg.AssetExecutionContext, config: SftDatasetConfig, tea
         **_readout_metadata(result["provenance"].get("evidence_readout_fit")),
         "content_hash": result["content_hash"],
         "teacher": result["provenance"]["teacher"]["id"],
-        "seeds": teacher_trajectories["seeds"],
-        **lineage_metadata(context, {"teacher_trajectories": teacher_trajectories}, config),
+        **_shards_metadata(data),
+        **lineage_metadata(context, {"teacher_trajectories": data}, config),
     }
     if config.push_to_hub:
         from rhythm_core.data.hub import push_to_hub  # `datasets` loads only when a push is asked for
 
-        result["hub"], hub_metadata = hub.push(push_to_hub, local_path, config.hub_repo_name)
+        with retried_only_if_transient():
+            result["hub"], hub_metadata = hub.push(push_to_hub, local_path, config.hub_repo_name)
         metadata.update(hub_metadata)
     return versioned_output(result, metadata)

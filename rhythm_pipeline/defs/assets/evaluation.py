@@ -5,37 +5,43 @@ import time
 
 import dagster as dg
 
-from rhythm_core.evaluation.results import eval_results_stage, history_markdown, plotted_figures
+from rhythm_core.evaluation.results import (
+    eval_results_stage,
+    evaluation_rows,
+    history_markdown,
+    history_rows,
+    plotted_figures,
+)
 from rhythm_core.evaluation.rollouts import (
-    DEFAULT_EVAL_SEEDS,
     EVAL_BASELINES,
     eval_seed_list,
+    evaluation_window,
     play_condition,
     publish_rollouts,
     teacher_player,
 )
-from rhythm_core.evaluation.steps import (
-    localized_plan,
-    publish_history,
-    rollouts_provenance,
-    run_staging_dir,
-)
+from rhythm_core.evaluation.steps import localized_plan, rollouts_provenance, run_staging_dir
 from rhythm_core.evaluation.teacher_play import TEACHER_PLAYER, teacher_identity
 from rhythm_core.evaluation.teacher_play import play_teacher as play_teacher_on_eval_seeds
 from rhythm_core.store import StageIncomplete
 from rhythm_core.training.generation import SamplingConfig
-from rhythm_env.sim.conditions import CONDITIONS
-from rhythm_pipeline.defs.executor import PARALLEL_TORCH_TAGS, step_thread_budget
+from rhythm_env.sim.conditions import CONDITIONS, parse_seeds
+from rhythm_pipeline.defs.assets.history import EVALUATION_ROWS, evaluation_history
+from rhythm_pipeline.defs.executor import MODEL_STEP_TAGS, PARALLEL_TORCH_TAGS, step_thread_budget
+from rhythm_pipeline.defs.partitions import EVAL_WINDOWS
+from rhythm_pipeline.defs.pools import GPU_POOL, TEACHER_POOL
 from rhythm_pipeline.defs.resources import ArtifactStoreResource, ComputeResource, TeacherResource
+from rhythm_pipeline.defs.retries import TRANSIENT_RETRY, retried_only_if_transient
 from rhythm_pipeline.defs.tracking import TrackingResource
 from rhythm_pipeline.lineage import lineage_metadata, png_metadata, versioned_output
 from rhythm_pipeline.settings import ACTIVE_GRADER, GRADING_AUTOMATION, GRADING_TAGS, code_version
 
 
 class EvalRolloutsConfig(dg.Config):
-    continuous_seeds: str = DEFAULT_EVAL_SEEDS["continuous"]
-    ood_seeds: str = DEFAULT_EVAL_SEEDS["ood"]
-    discrete3_seeds: str = DEFAULT_EVAL_SEEDS["discrete3"]  # 5 episodes per legacy profile
+    # Each condition's seeds are the partition's window (evaluation_window); a value here plays a subset of it.
+    continuous_seeds: str | None = None
+    ood_seeds: str | None = None
+    discrete3_seeds: str | None = None
     max_new_tokens: int | None = None  # None: 1.5x the longest teacher answer the checkpoint was trained on
     temperature: float = 0.0  # greedy
     top_p: float = 1.0
@@ -47,12 +53,27 @@ class EvalRolloutsConfig(dg.Config):
     include_teacher: bool = False
 
 
-@dg.op(out=dg.Out(dict), description="Check the seeds and prepare a staging folder for the rollouts.")
+def window_seeds(window: str, config: EvalRolloutsConfig) -> dict[str, str]:
+    """Each condition's seeds for evaluation window `window`: the window's, or the subset of them the config names."""
+    seeds = evaluation_window(int(window))
+    for condition, spec in seeds.items():
+        chosen = getattr(config, f"{condition}_seeds")
+        if chosen is None:
+            continue
+        outside = sorted(set(eval_seed_list(condition, chosen)) - set(parse_seeds(spec)))
+        if outside:
+            raise dg.Failure(f"{condition}_seeds {chosen!r}: seed {outside[0]} is not in evaluation window {window} "
+                             f"({condition} {spec}); evaluate another window as its own partition",
+                             allow_retries=False)
+        seeds[condition] = chosen
+    return seeds
+
+
+@dg.op(out=dg.Out(dict), retry_policy=TRANSIENT_RETRY,
+       description="Check the window's seeds and prepare a staging folder for the rollouts.")
 def plan_eval_rollouts(context: dg.OpExecutionContext, config: EvalRolloutsConfig, grpo_checkpoint: dict,
                        sft_checkpoint: dict, artifacts: ArtifactStoreResource) -> dict:
-    seeds = {"continuous": config.continuous_seeds, "ood": config.ood_seeds, "discrete3": config.discrete3_seeds}
-    for condition, spec in seeds.items():
-        eval_seed_list(condition, spec)
+    seeds = window_seeds(context.partition_key, config)
     sampling = SamplingConfig(max_new_tokens=config.max_new_tokens, temperature=config.temperature,
                               top_p=config.top_p, seed=config.sampling_seed)
     store = artifacts.store(context.instance)
@@ -61,7 +82,7 @@ def plan_eval_rollouts(context: dg.OpExecutionContext, config: EvalRolloutsConfi
     staged = run_staging_dir(store, context.run.run_id, lambda run_id: _run_is_live(context.instance, run_id))
     # In the store's terms (URLs where it is an object store): each later step maps it to its own cache.
     return store.to_store({
-        "root": str(store.cache), "staged": str(staged), "seeds": seeds,
+        "root": str(store.cache), "staged": str(staged), "seeds": seeds, "window": context.partition_key,
         "sampling": sampling.__dict__, "baselines": list(config.baselines), "config": config.model_dump(),
         "include_teacher": config.include_teacher,
         "checkpoints": {"student_grpo": grpo_checkpoint["model_dir"], "student_sft": sft_checkpoint["model_dir"]},
@@ -75,7 +96,8 @@ def _run_is_live(instance: dg.DagsterInstance, run_id: str) -> bool:
 
 
 def _play_op(condition: str):
-    @dg.op(name=f"play_{condition}", out=dg.Out(dict), tags=PARALLEL_TORCH_TAGS,
+    @dg.op(name=f"play_{condition}", out=dg.Out(dict), tags={**PARALLEL_TORCH_TAGS, **MODEL_STEP_TAGS}, pool=GPU_POOL,
+           retry_policy=TRANSIENT_RETRY,
            description=f"Every player on the {condition} evaluation seeds: the students where the compute resource "
                        "runs models (a local subprocess or a Hugging Face job), then the reference agents here "
                        "(no model). Its own process under the multiprocess executor, sized to its share of the cores.")
@@ -83,7 +105,7 @@ def _play_op(condition: str):
              artifacts: ArtifactStoreResource) -> dg.Output[dict]:
         store = artifacts.store(context.instance)
         threads = step_thread_budget(context, parallel_steps=len(CONDITIONS))
-        context.log.info(f"play_{condition}: {threads} torch thread(s), students on compute {compute.backend}")
+        context.log.info(f"play_{condition}: {threads} torch thread(s), students on compute {compute.kind}")
         started = time.perf_counter()
         config = {"condition": condition, "seeds": plan["seeds"][condition], "sampling": plan["sampling"]}
         plan = localized_plan(store, plan)
@@ -105,7 +127,7 @@ def _play_op(condition: str):
 PLAY_OPS = {condition: _play_op(condition) for condition in CONDITIONS}
 
 
-@dg.op(out=dg.Out(dict), description=(
+@dg.op(out=dg.Out(dict), pool=TEACHER_POOL, retry_policy=TRANSIENT_RETRY, description=(
     "With include_teacher: the teacher resource on the evaluation seeds of every condition (resumable, "
     "exactly once, one cost guard for all conditions); otherwise nothing."))
 def play_teacher(context: dg.OpExecutionContext, plan: dict, teacher: TeacherResource,
@@ -123,7 +145,8 @@ def play_teacher(context: dg.OpExecutionContext, plan: dict, teacher: TeacherRes
     return {"files": files, "identity": teacher_identity(settings)}
 
 
-@dg.op(out=dg.Out(dict), description="Write the manifest and publish the rollouts under their content hash.")
+@dg.op(out=dg.Out(dict), retry_policy=TRANSIENT_RETRY,
+       description="Write the manifest and publish the rollouts under their content hash.")
 def publish_eval_rollouts(context: dg.OpExecutionContext, plan: dict, continuous: dict, ood: dict,
                           discrete3: dict, teacher_play: dict, artifacts: ArtifactStoreResource) -> dg.Output[dict]:
     store = artifacts.store(context.instance)
@@ -179,12 +202,13 @@ def _eval_config(config: dict) -> dict:
 
 @dg.graph_asset(
     group_name="evaluation",
+    partitions_def=EVAL_WINDOWS,
     code_version=EVAL_ROLLOUTS_CODE_VERSION,
     kinds={"python", "jsonl"},
     config=dg.ConfigMapping(config_fn=_eval_config, config_schema=EvalRolloutsConfig.to_config_schema()),
     description=(
         "The GRPO and SFT students and the baselines (random, heuristic, constant belief, Bayesian teacher, "
-        "oracle) play the evaluation seeds of the three conditions, one step per condition so the multiprocess "
+        "oracle) play one evaluation window (the partition) of the three conditions, one step per condition so the multiprocess "
         "executor runs them in parallel; with include_teacher, the teacher resource plays them too (agent "
         "'teacher'). Students generate in lockstep: one batched generate per step for all "
         "episodes. Stores full trajectories and nothing grader-dependent, so a grader change re-grades "
@@ -199,27 +223,31 @@ def eval_rollouts(grpo_checkpoint: dict, sft_checkpoint: dict):
 
 @dg.asset(
     group_name="evaluation",
-    code_version=code_version("eval-results", eval_results_stage, publish_history, grader=ACTIVE_GRADER),
+    partitions_def=EVAL_WINDOWS,
+    retry_policy=TRANSIENT_RETRY,
+    code_version=code_version("eval-results", eval_results_stage, history_rows, grader=ACTIVE_GRADER),
     tags=GRADING_TAGS,
     automation_condition=GRADING_AUTOMATION,
     kinds={"python"},
     description=(
-        "Every stored evaluation trajectory graded under the active grader and under v2: per condition and "
-        "agent the final score with its 95% CI, components, belief MAE, head-to-head wins vs the heuristic, "
-        "invalid-answer rate and action distribution. eval_results.json has the published shape; "
-        "final_scores.png and belief_accuracy.png are attached, and a history table accumulates every "
-        "evaluation (scheduled re-evaluations on fresh seed windows show drift and variance over time)."
+        "Every stored evaluation trajectory of one window graded under the active grader and under v2: per "
+        "condition and agent the final score with its 95% CI, components, belief MAE, head-to-head wins vs the "
+        "heuristic, invalid-answer rate and action distribution. eval_results.json has the published shape; "
+        "final_scores.png and belief_accuracy.png are attached, and a history table shows every evaluation of "
+        "every window in time order (read from this asset's materializations)."
     ),
 )
 def eval_results(context: dg.AssetExecutionContext, eval_rollouts: dict, tracking: TrackingResource,
                  artifacts: ArtifactStoreResource) -> dg.Output[dict]:
-    store = artifacts.store(context.instance)
-    local = eval_results_stage(store.fetch_value(eval_rollouts)["dir"], ACTIVE_GRADER, store.cache,
-                               provenance={"eval_rollouts_version": eval_rollouts["version"]},
-                               files_digest_recorded=eval_rollouts.get("files_digest"))
-    history, history_path = publish_history(store, local["results"], run_id=context.run.run_id, timestamp=time.time(),
-                                            rollouts_version=eval_rollouts["version"])
-    result = store.publish_value(local)
+    with retried_only_if_transient():
+        store = artifacts.store(context.instance)
+        local = eval_results_stage(store.fetch_value(eval_rollouts)["dir"], ACTIVE_GRADER, store.cache,
+                                   provenance={"eval_rollouts_version": eval_rollouts["version"],
+                                               "window": context.partition_key},
+                                   files_digest_recorded=eval_rollouts.get("files_digest"))
+        result = store.publish_value(local)
+    rows = evaluation_rows(result["results"], window=context.partition_key, rollouts_version=eval_rollouts["version"])
+    history = evaluation_history(context.instance, context.asset_key, current=(context.run.run_id, time.time(), rows))
     scores = {f"{c}/{a}": m["final_score"] for c, block in result["results"]["conditions"].items()
               for a, m in block["agents"].items()}
     # One number per key, so the asset's Plots view charts each across materializations (drift between
@@ -227,16 +255,18 @@ def eval_results(context: dg.AssetExecutionContext, eval_rollouts: dict, trackin
     # student's score and recovery per condition come first; every agent's score is in `scores`.
     plotted = plotted_figures(result["results"])
     tracked = tracking.log_evaluation(context, local, eval_rollouts)  # an MLflow run linked to the students' runs
-    slim = {**{k: v for k, v in result.items() if k != "results"}, "mlflow_run_id": tracked.run_id}
+    slim = {**{k: v for k, v in result.items() if k != "results"}, "mlflow_run_id": tracked.run_id,
+            "window": context.partition_key}
     return versioned_output(slim, {
         "results": dg.MetadataValue.md(result["markdown"]),
         "final_scores": png_metadata(local["final_scores_png"], "final scores"),
         "belief_accuracy": png_metadata(local["belief_accuracy_png"], "belief accuracy"),
         "artifact_path": dg.MetadataValue.path(result["json"]),
         "grader": ACTIVE_GRADER,
+        "window": context.partition_key,
         "scores": dg.MetadataValue.json(scores),
+        EVALUATION_ROWS: dg.MetadataValue.json(rows),
         "history": dg.MetadataValue.md(history_markdown(history)),
-        "history_path": dg.MetadataValue.path(str(history_path)),
         "history_rows": history.height,
         "seeds": dg.MetadataValue.json(result["results"]["provenance"].get("seeds", {})),
         "base_model": result["results"]["provenance"].get("base_model"),

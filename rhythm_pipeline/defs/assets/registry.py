@@ -7,6 +7,7 @@ import json
 import dagster as dg
 
 from rhythm_core.evaluation.results import MAX_INVALID_RATE, load_results, student_gaps
+from rhythm_core.store import ArtifactChanged
 from rhythm_core.tracking.registry import headline_student, register_student, student_summaries
 from rhythm_pipeline.defs.resources import ArtifactStoreResource
 from rhythm_pipeline.defs.tracking import TrackingResource
@@ -14,59 +15,105 @@ from rhythm_pipeline.lineage import lineage_metadata, versioned_output
 from rhythm_pipeline.settings import GRADING_AUTOMATION, GRADING_TAGS, code_version
 
 
-def asset_graph(context: dg.AssetExecutionContext):
-    """The whole asset graph of the code location running this step, checks included. A job that
-    selects part of it (reevaluate, regrade) does not hold the checks of the assets it leaves out."""
-    try:
-        return context.repository_def.asset_graph  # the UI, the daemon, `dagster asset materialize`
-    except Exception:  # noqa: BLE001 - execute_in_process runs without a repository (Dagster's internal CheckError)
-        pass
-    job = context.job_def
-    while job.asset_selection_data:
-        job = job.asset_selection_data.parent_job_def
-    if not job.name.startswith("__"):  # a named job of this project (demo, rhythm_pipeline.ops)
-        from rhythm_pipeline.definitions import defs
+def _asset_specs():
+    from rhythm_pipeline.definitions import defs
 
-        try:
-            defs.resolve_job_def(job.name)
-            return defs.resolve_asset_graph()
-        except dg.DagsterInvariantViolationError:
-            pass
-    return job.asset_layer.asset_graph  # an ad-hoc job (dg.materialize): every asset and check it was given
+    return defs.resolve_all_asset_specs()
+
+
+def _upstream_blocking_checks(key: dg.AssetKey) -> list[dg.AssetCheckKey]:
+    """Every blocking check of an asset upstream of `key`, from the definitions' public specs."""
+    from rhythm_pipeline.definitions import defs
+
+    deps = {spec.key: {dep.asset_key for dep in spec.deps} for spec in _asset_specs()}
+    ancestors, frontier = set(), set(deps.get(key, ()))
+    while frontier:
+        ancestors |= frontier
+        frontier = {parent for child in frontier for parent in deps.get(child, ())} - ancestors
+    checks = [spec for checks_def in defs.asset_checks or () for spec in checks_def.check_specs]
+    return sorted((spec.key for spec in checks if spec.blocking and spec.asset_key in ancestors),
+                  key=lambda k: k.to_user_string())
 
 
 def blocking_checks(context: dg.AssetExecutionContext) -> dict[str, dict]:
-    """Every blocking asset check on the assets upstream of this one, with its latest evaluation:
-    passed only when it passed on the asset's current (latest) materialization."""
-    graph = asset_graph(context)
-    ancestors = graph.get_ancestor_asset_keys(context.asset_key)
-    keys = sorted((k for k in graph.asset_check_keys if k.asset_key in ancestors and graph.get_check_spec(k).blocking),
-                  key=lambda k: k.to_user_string())
+    """Every blocking check on the unpartitioned assets upstream of this one, with its latest evaluation:
+    passed only when it passed on that asset's current materialization. The partitioned ones are checked
+    where they are read: a window's checks block this asset in the run that evaluated it, and its files are
+    verified again here (`window_files`); each teacher shard's files are verified by the dataset that reads it."""
     instance = context.instance
-    latest = instance.event_log_storage.get_latest_asset_check_execution_by_key(keys) if keys else {}
+    partitioned = {spec.key for spec in _asset_specs() if spec.partitions_def is not None}
     out = {}
-    for key in keys:
-        record = latest.get(key)
+    for key in _upstream_blocking_checks(context.asset_key):
+        if key.asset_key in partitioned:
+            continue
         name = f"{key.asset_key.to_user_string()}.{key.name}"
-        evaluation = record.event.dagster_event.event_specific_data if record and record.event else None
-        if evaluation is None or not hasattr(evaluation, "passed"):
+        record = instance.get_latest_asset_check_evaluation_record(key)
+        evaluation = record.evaluation if record else None
+        if evaluation is None:
             out[name] = {"passed": None, "note": "never evaluated"}
             continue
-        materialized = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=key.asset_key), limit=1).records
         target = evaluation.target_materialization_data
-        current = bool(materialized) and target is not None and target.storage_id == materialized[0].storage_id
+        latest = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=key.asset_key), limit=1).records
+        current = bool(latest) and target is not None and target.storage_id == latest[0].storage_id
         out[name] = {"passed": bool(evaluation.passed) if current else None, "run_id": record.run_id,
                      **({} if current else {"note": "not evaluated on the current materialization"})}
     return out
 
 
+def window_files(store, window: str, values: dict[str, dict]) -> dict[str, dict]:
+    """The window's evaluation artifacts (name -> its value) verified against the digests their
+    materializations recorded: what their partitions' files_unchanged checks assert, as checks."""
+    out = {}
+    for name, value in values.items():
+        path = value.get("dir") or value.get("json")
+        try:
+            store.verify(path, value.get("files_digest"))
+            out[f"{name}[{window}].files_unchanged"] = {"passed": True}
+        except ArtifactChanged as exc:
+            out[f"{name}[{window}].files_unchanged"] = {"passed": False, "note": str(exc)}
+    return out
+
+
+def _rollouts_of(context: dg.AssetExecutionContext, window: str) -> dict:
+    """What the window's latest eval_rollouts materialization recorded of its artifact (its dir and digest)."""
+    records = context.instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey("eval_rollouts"), asset_partitions=[window]), limit=1).records
+    if not records:
+        raise dg.Failure(f"evaluation window {window} has no eval_rollouts materialization", allow_retries=False)
+    metadata = records[0].asset_materialization.metadata
+    digest = metadata.get("files_digest")
+    return {"dir": metadata["artifact_path"].value, "files_digest": digest.value if digest else None}
+
+
+class RegisteredStudentConfig(dg.Config):
+    # The evaluation window the student is promoted from; empty: the window this run evaluated, else the one
+    # evaluated last.
+    window: str = ""
+
+
+def _promotion_window(context: dg.AssetExecutionContext, config: RegisteredStudentConfig, windows: dict) -> str:
+    if config.window:
+        window = config.window
+    elif context.has_partition_key and context.partition_key in windows:
+        window = context.partition_key  # a run of the reevaluate job: its window
+    else:
+        latest = context.instance.get_latest_materialization_event(dg.AssetKey("eval_results"))
+        window = latest.asset_materialization.partition if latest else ""
+    if window not in windows:
+        raise dg.Failure(f"evaluation window {window!r} has no eval_results to promote from; evaluated: "
+                         + (", ".join(sorted(windows, key=int)) or "none"), allow_retries=False)
+    return window
+
+
 @dg.asset(
     group_name="evaluation",
-    code_version=code_version("registered-student", register_student, load_results),
+    ins={"eval_results": dg.AssetIn(metadata={"allow_missing_partitions": True})},
+    code_version=code_version("registered-student", register_student, load_results, config=RegisteredStudentConfig),
     # Re-decided when the grades change: the regrade job (assets tagged rhythm/grades) includes it. It
     # does not grade, so its code version holds no grader: a grader change leaves it synced.
     tags=GRADING_TAGS,
-    automation_condition=GRADING_AUTOMATION,
+    # never promoted automatically past a failed blocking check upstream
+    automation_condition=GRADING_AUTOMATION & dg.AutomationCondition.all_deps_blocking_checks_passed(),
     kinds={"mlflow"},
     description=(
         "The lineage's headline student (the better of GRPO and its SFT start on held-out training weeks, "
@@ -79,13 +126,21 @@ def blocking_checks(context: dg.AssetExecutionContext) -> dict[str, dict]:
         "metadata."
     ),
 )
-def registered_student(context: dg.AssetExecutionContext, eval_results: dict,
+def registered_student(context: dg.AssetExecutionContext, config: RegisteredStudentConfig, eval_results: dict,
                        tracking: TrackingResource, artifacts: ArtifactStoreResource) -> dg.Output[dict]:
+    if "version" in eval_results and "window" in eval_results:  # one window evaluated: its value as it is
+        eval_results = {eval_results["window"]: eval_results}
+    window = _promotion_window(context, config, eval_results)
+    eval_results = eval_results[window]
     results = load_results(artifacts.store(context.instance).fetch_value(eval_results)["json"])
+
     provenance = results.get("provenance", {})
     summaries = student_summaries(results, student_gaps(results)["score_vs_heuristic"], MAX_INVALID_RATE)
     candidate = headline_student(summaries, gate=provenance.get("headline_student"))
-    checks = blocking_checks(context)
+    store = artifacts.store(context.instance)
+    rollouts = _rollouts_of(context, window)
+    checks = {**blocking_checks(context), **window_files(store, window, {"eval_rollouts": rollouts,
+                                                                         "eval_results": eval_results})}
     tracker = tracking.tracker(context)
     if tracker is None:
         raise dg.Failure("registered_student needs MLflow: the tracking resource is disabled (enabled: false)")
@@ -133,7 +188,7 @@ def registered_student(context: dg.AssetExecutionContext, eval_results: dict,
            if comparison["champion_score"] is not None else {}),
         "comparison": dg.MetadataValue.json(comparison),
         "blocking_checks": dg.MetadataValue.json(checks),
-        "grader": candidate["grader"], "seeds": dg.MetadataValue.json(candidate["seeds"]),
+        "grader": candidate["grader"], "seeds": dg.MetadataValue.json(candidate["seeds"]), "window": window,
         "mlflow_run_id": source_run,
         **lineage_metadata(context, {"eval_results": eval_results}),
     }, version)

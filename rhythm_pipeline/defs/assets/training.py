@@ -7,9 +7,11 @@ from rhythm_core.compute.costs import cost_figures
 from rhythm_core.training.grpo import GRPORunConfig
 from rhythm_core.training.publish import push_checkpoint, train_and_publish
 from rhythm_core.training.sft import SFTRunConfig
-from rhythm_pipeline.defs.executor import training_op_tags
+from rhythm_pipeline.defs.executor import MODEL_STEP_TAGS
 from rhythm_pipeline.defs.launchpad import launchpad_config, run_config_of
+from rhythm_pipeline.defs.pools import GPU_POOL
 from rhythm_pipeline.defs.resources import ArtifactStoreResource, ComputeResource, HubResource
+from rhythm_pipeline.defs.retries import TRANSIENT_RETRY, retried_only_if_transient
 from rhythm_pipeline.defs.tracking import TrackingResource
 from rhythm_pipeline.lineage import lineage_metadata, png_metadata, versioned_output
 from rhythm_pipeline.settings import code_version
@@ -30,16 +32,17 @@ def _train(context, compute: ComputeResource, store, stage: str, config: dict, d
     """Train and publish; the result (its paths in the store), the same with cache paths, and the
     tracking metadata. The inputs are fetched from the store and checked against what their
     materializations recorded first."""
-    dataset_dir = store.fetch_value(dataset)["path"]
-    init_dir = store.fetch_value(init)["model_dir"] if init else None
-    for value in upstream.values():
-        store.fetch_value(value)
-    with tracking.training_run(context, config, upstream) as tracked:  # one MLflow run, the subprocess logs into it
-        local = train_and_publish(store.cache, stage, lambda staged: compute.train(
-            context, stage=stage.split("_")[0], config=config, dataset_dir=dataset_dir, out_dir=str(staged),
-            init_dir=init_dir, provenance=provenance, env=tracked.env))
-        result = store.publish_value(local)
-        tracked.finish_training(local, artifact_url=result["model_dir"])
+    with retried_only_if_transient():
+        dataset_dir = store.fetch_value(dataset)["path"]
+        init_dir = store.fetch_value(init)["model_dir"] if init else None
+        for value in upstream.values():
+            store.fetch_value(value)
+        with tracking.training_run(context, config, upstream) as tracked:  # one MLflow run, the subprocess logs into it
+            local = train_and_publish(store.cache, stage, lambda staged: compute.train(
+                context, stage=stage.split("_")[0], config=config, dataset_dir=dataset_dir, out_dir=str(staged),
+                init_dir=init_dir, provenance=provenance, env=tracked.env))
+            result = store.publish_value(local)
+            tracked.finish_training(local, artifact_url=result["model_dir"])
     return {**result, "mlflow_run_id": tracked.run_id}, local, tracked.metadata()
 
 
@@ -56,8 +59,8 @@ def _compute_metadata(result: dict, compute: ComputeResource) -> dict:
     """Where the training ran; for Hugging Face Jobs, the job and the result repo revision."""
     job = result.get("hf_job")
     if not job:
-        return {"compute": compute.backend}
-    return {"compute": compute.backend, "hf_job_id": job["job_id"], "hf_job_url": job.get("job_url") or "",
+        return {"compute": compute.kind}
+    return {"compute": compute.kind, "hf_job_id": job["job_id"], "hf_job_url": job.get("job_url") or "",
             "hub_repo_id": job["hub_repo_id"], "hub_revision": job["hub_revision"], **job_cost_metadata(job),
             **({"hf_job_gpus": job["gpus"], "hf_job_processes": job["processes"]} if "gpus" in job else {})}
 
@@ -69,7 +72,9 @@ def _speedup_metadata(result: dict) -> dict:
 
 @dg.asset(
     group_name="training",
-    op_tags=training_op_tags(),  # under RHYTHM_EXECUTOR=k8s: the pod's GPUs (deploy/README.md)
+    op_tags=MODEL_STEP_TAGS,  # on Kubernetes: a GPU node (deploy/README.md)
+    pool=GPU_POOL,
+    retry_policy=TRANSIENT_RETRY,
     code_version=code_version("sft", "rhythm_core.training.sft", train_and_publish, config=SftCheckpointConfig),
     kinds={"pytorch", "huggingface"},
     description=(
@@ -107,7 +112,8 @@ def sft_checkpoint(context: dg.AssetExecutionContext, config: SftCheckpointConfi
         **lineage_metadata(context, {"sft_dataset": sft_dataset}, config),
     }
     if config.push_to_hub:
-        result["hub"], hub_metadata = hub.push(push_checkpoint, local["model_dir"], config.hub_repo_name)
+        with retried_only_if_transient():
+            result["hub"], hub_metadata = hub.push(push_checkpoint, local["model_dir"], config.hub_repo_name)
         metadata.update(hub_metadata)
     return versioned_output(result, metadata)
 
@@ -126,7 +132,9 @@ def _validation_metadata(validation: dict | None) -> dict:
 
 @dg.asset(
     group_name="training",
-    op_tags=training_op_tags(),  # under RHYTHM_EXECUTOR=k8s: the pod's GPUs (deploy/README.md)
+    op_tags=MODEL_STEP_TAGS,  # on Kubernetes: a GPU node (deploy/README.md)
+    pool=GPU_POOL,
+    retry_policy=TRANSIENT_RETRY,
     code_version=code_version("grpo", "rhythm_core.training.grpo", train_and_publish, config=GrpoCheckpointConfig),
     kinds={"pytorch", "huggingface"},
     description=(
@@ -167,7 +175,8 @@ def grpo_checkpoint(context: dg.AssetExecutionContext, config: GrpoCheckpointCon
         **lineage_metadata(context, {"sft_checkpoint": sft_checkpoint, "sft_dataset": sft_dataset}, config),
     }
     if config.push_to_hub:
-        result["hub"], hub_metadata = hub.push(push_checkpoint, local["model_dir"], config.hub_repo_name)
+        with retried_only_if_transient():
+            result["hub"], hub_metadata = hub.push(push_checkpoint, local["model_dir"], config.hub_repo_name)
         metadata.update(hub_metadata)
     return versioned_output(result, metadata)
 
