@@ -75,7 +75,7 @@ class DevServer:
         return {"repositoryLocationName": node["location"]["name"], "repositoryName": node["name"]}
 
 
-def _default_sigint() -> None:
+def default_sigint() -> None:
     # dagster dev maps SIGTERM to its SIGINT handler; under a shell that started us in the background
     # SIGINT is inherited as ignored, and dagster dev would then ignore SIGTERM too.
     signal.signal(signal.SIGINT, signal.SIG_DFL)
@@ -110,7 +110,7 @@ def dev_server(dagster_home: Path, log: Path, env: dict | None = None, start_s: 
             [str(dagster), "dev", "-w", str(REPO / "workspace.yaml"), "-h", "127.0.0.1", "-p", str(port)],
             cwd=REPO, env={**os.environ, **(env or {}), "DAGSTER_HOME": str(dagster_home)},
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-            preexec_fn=_default_sigint)
+            preexec_fn=default_sigint)
     server = DevServer(f"http://127.0.0.1:{port}", proc, log)
     try:
         server.wait_until_ready(start_s)

@@ -84,6 +84,21 @@ def sft_result(short_dataset, tmp_path_factory):
     return result, logs
 
 
+def add_shards(instance, *shards: str) -> None:
+    """Add teacher shards to the instance's `teacher_shards` partitions (what `rhythm shards add` does)."""
+    known = set(instance.get_dynamic_partitions("teacher_shards"))
+    instance.add_dynamic_partitions("teacher_shards", [s for s in shards if s not in known])
+
+
+def materialize_shard(assets, instance, shard: str, **kwargs):
+    """`dg.materialize` of `assets` for one teacher shard (added to the instance first): the shard's
+    teacher step, and the unpartitioned assets among `assets` over every published shard."""
+    import dagster as dg
+
+    add_shards(instance, shard)
+    return dg.materialize(assets, instance=instance, partition_key=shard, **kwargs)
+
+
 @pytest.fixture
 def instance(tmp_path, monkeypatch):
     """A temporary Dagster instance; artifacts go under its storage directory."""

@@ -90,9 +90,10 @@ def test_dagster_fails_a_blocking_check_and_the_downstream_step_on_a_tampered_ar
     from rhythm_pipeline.defs.resources import TeacherResource
 
     check = next(c for c in FILES_UNCHANGED if next(iter(c.check_keys)).asset_key == teacher_trajectories.key)
-    config = {"ops": {"teacher_trajectories": {"config": {"seeds": "1000-1003"}}}}
-    first = dg.materialize([teacher_trajectories, check], instance=instance, run_config=config,
-                           resources={"teacher": TeacherResource(), "artifacts": artifact_store_from_env()})
+    from tests.conftest import materialize_shard
+
+    first = materialize_shard([teacher_trajectories, check], instance, "1000-1003",
+                              resources={"teacher": TeacherResource(), "artifacts": artifact_store_from_env()})
     assert first.success and all(e.passed for e in first.get_asset_check_evaluations())
     path = first.output_for_node("teacher_trajectories")["path"]
     with open(path, "r+b") as fh:

@@ -147,15 +147,17 @@ def test_each_preset_distils_its_own_teacher_from_the_cli_and_from_dagster(tmp_p
     # the preset's teacher, not TeacherSettings' default (both are the search teacher's now)
     assert played == [("search", "continuous", "1000-2999"), ("search", "continuous", "1000-3999"),
                       ("bayes", "continuous", "1000-2999")]
-    # the launchpad's long job configures the teacher resource the same way; the main job keeps the default
+    # In Dagster the preset's weeks are its teacher shards (1000-2999, then 3000-3999 played on their own) by
+    # the resource's default teacher, the presets' teacher; the long job trains on them with its config.
+    teacher = dg.validate_run_config(defs.resolve_job_def("teacher_data"), {})
+    assert teacher["resources"]["teacher"]["config"]["backend"] == distill.PRESETS["long"]["teacher"] == "search"
+    assert teacher["resources"]["teacher"]["config"]["backend"] == distill.PRESETS["demo"]["teacher"]  # one recipe
     long = dg.validate_run_config(defs.resolve_job_def("rhythm_lineage_long"), jobs.rhythm_lineage_long.config)
-    assert long["resources"]["teacher"]["config"]["backend"] == "search"
-    assert long["ops"]["teacher_trajectories"]["config"]["seeds"] == "1000-3999"
     assert long["ops"]["sft_dataset"]["config"]["readout_form"] == "innovation"  # the long student learns it
-    main_job = dg.validate_run_config(defs.resolve_job_def("rhythm_lineage"), {})
-    assert main_job["resources"]["teacher"]["config"]["backend"] == "search"  # the demo's teacher
-    assert main_job["resources"]["teacher"]["config"]["backend"] == distill.PRESETS["demo"]["teacher"]  # one recipe
+    assert long["ops"]["sft_checkpoint"]["config"]["max_steps"] == distill.PRESETS["long"]["sft"]["max_steps"]
+    main_job = dg.validate_run_config(defs.resolve_job_def("training"), {})
     assert main_job["ops"]["sft_dataset"]["config"]["readout_form"] == "linear"
+    assert main_job["ops"]["sft_dataset"]["config"]["teacher_shards"] == []  # every published shard
 
 
 def test_plugin_commands_have_a_line_of_their_own_in_the_help(capsys, tmp_path, monkeypatch):

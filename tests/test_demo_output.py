@@ -52,19 +52,19 @@ def test_training_progress_is_a_line_every_ten_seconds_at_the_recent_pace_and_ea
     assert progress.line("sft_checkpoint", "training sft in /tmp/x (pid 12)", 32.0) is None
 
 
-def test_a_run_started_from_python_carries_the_code_location_the_ui_reexecutes_it_from(instance):
-    """What `make demo` does: the run of the `rhythm` code location (workspace.yaml), with its code origin,
-    its steps in this process (one pid)."""
-    import os
+def test_the_demo_backfills_its_shard_its_window_and_everything_between():
+    """`make demo` is one asset backfill: the teacher's default weeks as one shard, evaluation window 0, and
+    every unpartitioned asset (its launch through the daemon: tests/test_ui.py)."""
+    from rhythm_pipeline.definitions import defs
+    from rhythm_pipeline.defs.partitions import TEACHER_SHARDS
+    from rhythm_pipeline.demo import DEMO_SHARD, demo_partitions
 
-    import dagster as dg
-
-    from rhythm_pipeline.runs import execute_here
-
-    run_id = execute_here("data_half", {"ops": {"teacher_trajectories": {"config": {"seeds": "1000-1003"}}}}, instance)
-    run = instance.get_run_by_id(run_id)
-    assert run.status == dg.DagsterRunStatus.SUCCESS
-    assert run.remote_job_origin.location_name == "rhythm" and run.remote_job_origin.job_name == "data_half"
-    assert run.job_code_origin is not None and run.run_config["execution"] == {"config": {"in_process": True}}
-    pids = {entry.dagster_event.pid for entry in instance.all_logs(run_id) if entry.dagster_event is not None} - {None}
-    assert pids == {os.getpid()}
+    assets = [key.to_user_string() for key in defs.resolve_asset_graph().toposorted_asset_keys]
+    partitioned = {spec.key.to_user_string(): "teacher_shards" if spec.partitions_def == TEACHER_SHARDS else "eval_windows"
+                   for spec in defs.resolve_all_asset_specs() if spec.partitions_def is not None}
+    chosen = demo_partitions(assets, partitioned)
+    assert list(chosen) == assets and len(assets) == 8
+    assert chosen["teacher_trajectories"] == [DEMO_SHARD] == ["1000-2999"]
+    assert chosen["eval_rollouts"] == chosen["eval_results"] == ["0"]
+    assert [a for a, keys in chosen.items() if keys is None] == ["reeval_report", "sft_dataset", "sft_checkpoint",
+                                                                "grpo_checkpoint", "registered_student"]

@@ -9,7 +9,6 @@ import subprocess
 import time
 from pathlib import Path
 
-import dagster as dg
 import psutil
 import pytest
 
@@ -135,13 +134,14 @@ def test_a_killed_rank_stops_the_others_and_the_launch_names_it(short_dataset, t
 
 
 def test_a_rank_that_raises_fails_the_dagster_step_with_its_error_in_one_line(instance):
+    from tests.partitioned import materialize_lineage
     from tests.test_pipeline_training import ALL, RESOURCES
 
-    config = {"ops": {"teacher_trajectories": {"config": {"seeds": "1000-1003"}},
-                      "sft_checkpoint": {"config": {"max_steps": 1, "short_context_steps": 0,
+    config = {"ops": {"sft_checkpoint": {"config": {"max_steps": 1, "short_context_steps": 0,
                                                     "per_device_train_batch_size": 3}}}}
     resources = {**RESOURCES, "compute": ComputeResource(processes=2)}
-    result = dg.materialize(ALL[:4], instance=instance, resources=resources, run_config=config, raise_on_error=False)
+    result = materialize_lineage(ALL[:4], instance, shards=("1000-1003",), resources=resources, run_config=config,
+                                 raise_on_error=False)
     assert not result.success
     failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
     assert failure.step_key == "sft_checkpoint"
@@ -153,15 +153,16 @@ def test_a_rank_that_raises_fails_the_dagster_step_with_its_error_in_one_line(in
 
 @pytest.mark.slow
 def test_the_lineage_trains_on_two_processes_grpo_included_and_gates(instance):
-    from tests.test_pipeline_training import ALL, RESOURCES, SMALL
+    from tests.partitioned import materialize_lineage
+    from tests.test_pipeline_training import ALL, RESOURCES, SMALL, SMALL_SHARDS
 
     resources = {**RESOURCES, "compute": ComputeResource(processes=2)}
-    result = dg.materialize(ALL[:5], instance=instance, resources=resources, run_config={"ops": {
+    result = materialize_lineage(ALL[:5], instance, shards=SMALL_SHARDS, resources=resources, run_config={"ops": {
         k: v for k, v in SMALL["ops"].items() if k != "eval_rollouts"}})
     assert result.success
     events = {e.asset_key.to_user_string(): e.event_specific_data.materialization.metadata
               for e in result.get_asset_materialization_events()}
-    logs = " ".join(str(e.user_message) for e in instance.all_logs(result.run_id))
+    logs = " ".join(str(e.user_message) for run_id in result.run_ids for e in instance.all_logs(run_id))
     assert "training sft on 2 process(es)" in logs and "training grpo on 2 process(es)" in logs
     grpo = events["grpo_checkpoint"]
     assert grpo["validation_difference"].value is not None and grpo["headline_student"].value  # rank 0 ran the gate

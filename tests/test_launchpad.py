@@ -13,8 +13,9 @@ from rhythm_pipeline.defs.resources import TeacherResource
 
 def test_the_teacher_resource_has_every_teacher_setting_with_its_default():
     settings = {f.name: f for f in dataclasses.fields(TeacherSettings)}
-    shown = set(TeacherResource.model_fields)
+    shown = set(TeacherResource.model_fields) - {"backfill_max_cost_usd"}  # the one knob of Dagster's own
     assert shown == set(settings) - {"backoff_base_s", "backoff_cap_s"}
+    assert TeacherResource.model_fields["backfill_max_cost_usd"].default is None
     defaults = TeacherSettings()
     assert all(TeacherResource.model_fields[name].default == getattr(defaults, name) for name in shown)
     assert TeacherResource().settings() == defaults
@@ -23,6 +24,21 @@ def test_the_teacher_resource_has_every_teacher_setting_with_its_default():
     assert (chosen.backend, chosen.model, chosen.concurrency, chosen.max_cost_usd) == ("openai", "gpt-5.4", 3, 5.0)
     with pytest.raises(ValueError, match="needs a model name"):  # TeacherSettings' own checks still apply
         TeacherResource(backend="openai").settings()
+
+
+def test_the_teachers_variables_are_read_when_a_run_uses_the_resource(monkeypatch):
+    """RHYTHM_TEACHER_* and the API key's variable fill the fields left at their defaults, when the settings
+    are made (in the run), never when the definitions load; a field the launchpad sets wins."""
+    for name in ("RHYTHM_TEACHER_BACKEND", "RHYTHM_TEACHER_MODEL", "RHYTHM_TEACHER_BASE_URL", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    resource = TeacherResource()
+    assert resource.settings().backend == TeacherSettings().backend
+    monkeypatch.setenv("RHYTHM_TEACHER_BACKEND", "openai")
+    monkeypatch.setenv("RHYTHM_TEACHER_MODEL", "gpt-5.4")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-later")
+    settings = resource.settings()
+    assert (settings.backend, settings.model, settings.api_key) == ("openai", "gpt-5.4", "sk-later")
+    assert TeacherResource(backend="bayes").settings().backend == "bayes"
 
 
 def test_the_api_key_comes_from_its_environment_variable_at_run_time(monkeypatch):

@@ -15,19 +15,17 @@ from rhythm_pipeline.defs.checks import (
     teacher_trajectories_complete_and_valid,
 )
 from rhythm_pipeline.defs.resources import HubResource, TeacherResource, artifact_store_from_env
+from tests.conftest import materialize_shard
 from tests.openai_server import serve
 
 ASSETS = [teacher_trajectories, reeval_report, sft_dataset]
 CHECKS = [teacher_trajectories_complete_and_valid, teacher_beats_heuristic, sft_dataset_has_no_eval_seeds]
 
 
-def run_config(seeds="1000-1011"):
-    return {"ops": {"teacher_trajectories": {"config": {"seeds": seeds}}}}
-
-
 def materialize(instance, teacher=None, seeds="1000-1011", **kwargs):
-    return dg.materialize(
-        [*ASSETS, *CHECKS], instance=instance, run_config=run_config(seeds),
+    """The data half for one teacher shard, `seeds`."""
+    return materialize_shard(
+        [*ASSETS, *CHECKS], instance, seeds,
         resources={"teacher": teacher or TeacherResource(), "hub": HubResource(),
                    "artifacts": artifact_store_from_env()}, **kwargs,
     )
@@ -125,6 +123,8 @@ def test_over_budget_teacher_fails_keeps_its_work_and_resumes(instance, monkeypa
         assert not result.success
         failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
         assert "max_cost_usd" in failure.event_specific_data.error.to_string()
+        # a spent budget fails once: no retry pays for more (the step's retry policy is for transient faults)
+        assert not [e for e in result.all_events if e.event_type_value in ("STEP_UP_FOR_RETRY", "STEP_RESTARTED")]
         requests_before = server.request_count
         work = next((Path(instance.storage_directory()) / "rhythm" / "teacher_trajectories" / "work").glob("*.jsonl"))
         done = len(work.read_text().splitlines())
@@ -160,11 +160,10 @@ def test_beat_heuristic_filter_keeps_only_winning_episodes(instance):
     from rhythm_core.data.reeval_report import seeds_where_teacher_beats_heuristic
     from rhythm_core.teacher.trajectories import read_trajectories
 
-    result = dg.materialize(
-        [*ASSETS, *CHECKS], instance=instance, resources={"teacher": TeacherResource(), "hub": HubResource(),
-                              "artifacts": artifact_store_from_env()},
-        run_config={"ops": {"teacher_trajectories": {"config": {"seeds": "1000-1011"}},
-                            "sft_dataset": {"config": {"filter": "beat_heuristic", "filter_grader": "v2",
+    result = materialize_shard(
+        [*ASSETS, *CHECKS], instance, "1000-1011", resources={"teacher": TeacherResource(), "hub": HubResource(),
+                                                            "artifacts": artifact_store_from_env()},
+        run_config={"ops": {"sft_dataset": {"config": {"filter": "beat_heuristic", "filter_grader": "v2",
                                                        "readout_form": "innovation"}}}},
     )
     out = outputs(result)
@@ -193,9 +192,9 @@ class RecordingHub(HubResource):
 
 def test_sft_dataset_pushes_to_the_hub_when_asked(instance, tmp_path):
     hub = RecordingHub(namespace="alice", store=str(tmp_path / "uploaded"))
-    config = {"ops": {**run_config()["ops"], "sft_dataset": {"config": {"push_to_hub": True}}}}
-    result = dg.materialize(ASSETS, instance=instance, run_config=config,
-                            resources={"teacher": TeacherResource(), "hub": hub, "artifacts": artifact_store_from_env()})
+    config = {"ops": {"sft_dataset": {"config": {"push_to_hub": True}}}}
+    result = materialize_shard(ASSETS, instance, "1000-1011", run_config=config,
+                               resources={"teacher": TeacherResource(), "hub": hub, "artifacts": artifact_store_from_env()})
     assert result.success
     pushed = result.output_for_node("sft_dataset")["hub"]
     assert pushed["repo_id"] == "alice/rhythm-sft" and pushed["revision"] == "ab" * 20

@@ -16,6 +16,7 @@ from rhythm_pipeline.defs.checks import (
 )
 from rhythm_pipeline.defs.resources import ArtifactStoreResource, ComputeResource, HubResource, TeacherResource
 from rhythm_pipeline.defs.tracking import TrackingResource
+from tests.partitioned import materialize_lineage
 
 ALL = [teacher_trajectories, reeval_report, sft_dataset, sft_checkpoint, grpo_checkpoint, eval_rollouts, eval_results]
 EVAL_CHECKS = [students_beat_heuristic, student_belief_close_to_teacher, student_invalid_answers_at_most_5pct]
@@ -23,8 +24,8 @@ EVAL_CHECKS = [students_beat_heuristic, student_belief_close_to_teacher, student
 RESOURCES = {"teacher": TeacherResource(), "hub": HubResource(), "compute": ComputeResource(),
              "tracking": TrackingResource(enabled=False), "artifacts": ArtifactStoreResource()}
 # The smallest whole lineage that exercises every stage (the slow end-to-end tests).
-SMALL = {"ops": {"teacher_trajectories": {"config": {"seeds": "1000-1015"}},
-                 "sft_checkpoint": {"config": {"max_steps": 12, "short_context_steps": 0}},
+SMALL_SHARDS = ("1000-1015",)
+SMALL = {"ops": {"sft_checkpoint": {"config": {"max_steps": 12, "short_context_steps": 0}},
                  # the 12-step student answers poorly, so every scored action's week is played out to the
                  # token budget: a small GRPO keeps the two runs (local, then as jobs) to minutes
                  "grpo_checkpoint": {"config": {"max_steps": 1, "teacher_prompts": 8, "student_episodes": 0,
@@ -36,18 +37,20 @@ SMALL = {"ops": {"teacher_trajectories": {"config": {"seeds": "1000-1015"}},
 
 
 def test_a_crash_in_the_training_subprocess_fails_the_step_only(instance):
-    config = {"ops": {"teacher_trajectories": {"config": {"seeds": "1000-1003"}},
-                      "sft_checkpoint": {"config": {"base_model": "/nonexistent/model", "max_steps": 1,
+    config = {"ops": {"sft_checkpoint": {"config": {"base_model": "/nonexistent/model", "max_steps": 1,
                                                     "short_context_steps": 0}}}}
-    result = dg.materialize(ALL[:4], instance=instance, resources=RESOURCES, run_config=config, raise_on_error=False)
+    result = materialize_lineage(ALL[:4], instance, shards=("1000-1003",), resources=RESOURCES, run_config=config,
+                                 raise_on_error=False)
     assert not result.success
     failed = [e.step_key for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
     assert failed == ["sft_checkpoint"]
     error = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE").event_specific_data.error
     assert "subprocess" in error.to_string().lower() or "pipes" in error.to_string().lower()
     # The user sees why in the run's own log, streamed back from the training process.
-    logs = [str(e.user_message) for e in instance.all_logs(result.run_id)]
+    logs = [str(e.user_message) for run_id in result.run_ids for e in instance.all_logs(run_id)]
     assert any("training failed: CheckpointError: /nonexistent/model" in line for line in logs)
+    # a crashed training run fails once: its step's retry policy is for transient faults
+    assert not [e for e in result.all_events if e.event_type_value in ("STEP_UP_FOR_RETRY", "STEP_RESTARTED")]
     # What was done before the crash is kept; no half-written checkpoint is published.
     storage = Path(instance.storage_directory()) / "rhythm"
     assert list((storage / "sft_dataset").glob("*/dataset_dict.json"))
@@ -56,7 +59,8 @@ def test_a_crash_in_the_training_subprocess_fails_the_step_only(instance):
 
 @pytest.mark.slow
 def test_all_seven_assets_materialize(instance):
-    result = dg.materialize([*ALL, *EVAL_CHECKS], instance=instance, resources=RESOURCES, run_config=SMALL)
+    result = materialize_lineage([*ALL, *EVAL_CHECKS], instance, shards=SMALL_SHARDS, resources=RESOURCES,
+                                 run_config=SMALL)
     assert result.success
     events = {e.asset_key.to_user_string(): e.event_specific_data.materialization
               for e in result.get_asset_materialization_events()}
@@ -66,7 +70,7 @@ def test_all_seven_assets_materialize(instance):
     assert Path(sft_meta["artifact_path"].value, "README.md").exists()
     assert "reward_curves" in grpo_meta and "final_kl" in grpo_meta
     assert Path(grpo_meta["artifact_path"].value, "model.safetensors").exists()
-    logs = " ".join(str(e.user_message) for e in instance.all_logs(result.run_id))
+    logs = " ".join(str(e.user_message) for run_id in result.run_ids for e in instance.all_logs(run_id))
     assert '"loss"' in logs  # training metrics streamed back from the subprocess
     # the students played in the compute resource's subprocess, the references in the step
     assert "playing student_grpo, student_sft on continuous (pid" in logs and "students on compute local" in logs
@@ -100,15 +104,15 @@ def test_the_sft_stage_publishes_one_version_with_and_without_hf_hub_offline(mon
     subprocess inherits, as on an air-gapped cluster): one checkpoint version, one set of files."""
     import json
 
-    config = {"ops": {"teacher_trajectories": {"config": {"seeds": "1000-1003"}},
-                      "sft_checkpoint": {"config": {"max_steps": 2, "short_context_steps": 0}}}}
+    config = {"ops": {"sft_checkpoint": {"config": {"max_steps": 2, "short_context_steps": 0}}}}
     monkeypatch.delenv("RHYTHM_ARTIFACTS", raising=False)
     published = {}
     for offline in ("0", "1"):
         monkeypatch.setenv("HF_HUB_OFFLINE", offline)
         (tmp_path / f"offline-{offline}").mkdir()
         with dg.instance_for_test(temp_dir=str(tmp_path / f"offline-{offline}")) as instance:
-            result = dg.materialize(ALL[:4], instance=instance, resources=RESOURCES, run_config=config)
+            result = materialize_lineage(ALL[:4], instance, shards=("1000-1003",), resources=RESOURCES,
+                                         run_config=config)
             meta = result.asset_materializations_for_node("sft_checkpoint")[0].metadata
             published[offline] = (result.asset_materializations_for_node("sft_checkpoint")[0].tags["dagster/data_version"],
                                   Path(meta["artifact_path"].value))

@@ -25,6 +25,7 @@ from rhythm_pipeline.defs.assets.registry import registered_student
 from rhythm_pipeline.defs.assets.training import sft_checkpoint
 from rhythm_pipeline.defs.resources import ComputeResource, HubResource, TeacherResource, artifact_store_from_env
 from rhythm_pipeline.defs.tracking import TrackingResource
+from tests.partitioned import materialize_lineage
 
 
 @pytest.fixture(scope="session")
@@ -201,8 +202,7 @@ def test_the_registered_student_is_the_gates_choice_not_the_evaluations_best():
 
 
 # -- the training asset -------------------------------------------------------------------------
-SMALL_SFT = {"ops": {"teacher_trajectories": {"config": {"seeds": "1000-1003"}},
-                     "sft_checkpoint": {"config": {"max_steps": 1, "short_context_steps": 1, "logging_steps": 1,
+SMALL_SFT = {"ops": {"sft_checkpoint": {"config": {"max_steps": 1, "short_context_steps": 1, "logging_steps": 1,
                                                    "short_context_length": 256, "max_length": 768, "eval_examples": 2,
                                                    "per_device_train_batch_size": 2}}}}
 
@@ -210,8 +210,8 @@ SMALL_SFT = {"ops": {"teacher_trajectories": {"config": {"seeds": "1000-1003"}},
 def _materialize_sft(instance, tracking: TrackingResource):
     resources = {"teacher": TeacherResource(), "hub": HubResource(), "compute": ComputeResource(), "tracking": tracking,
                  "artifacts": artifact_store_from_env()}
-    return dg.materialize([teacher_trajectories, sft_dataset, sft_checkpoint], instance=instance, resources=resources,
-                          run_config=SMALL_SFT, raise_on_error=False)
+    return materialize_lineage([teacher_trajectories, sft_dataset, sft_checkpoint], instance, shards=("1000-1003",),
+                               resources=resources, run_config=SMALL_SFT, raise_on_error=False)
 
 
 def _metadata(result, asset: str) -> dict:
@@ -306,8 +306,8 @@ def stub_eval_rollouts(context) -> dict:
 def _materialize_eval_results(instance, tracking: TrackingResource):
     from rhythm_pipeline.defs.assets.evaluation import eval_results
 
-    result = dg.materialize([stub_eval_rollouts, eval_results], instance=instance, resources={"tracking": tracking,
-                                                                                       "artifacts": artifact_store_from_env()})
+    result = dg.materialize([stub_eval_rollouts, eval_results], instance=instance, partition_key="0",
+                            resources={"tracking": tracking, "artifacts": artifact_store_from_env()})
     return result, _metadata(result, "eval_results")
 
 
@@ -404,7 +404,9 @@ def _eval_results_doc(root, checkpoint: str, score: float, seeds: str) -> dict:
     return {"json": str(path), "version": f"{checkpoint}-{seeds}", "mlflow_run_id": None}
 
 
-def test_registry_promotes_a_better_student_and_refuses_a_worse_one(instance, mlflow_store, tmp_path):
+def test_registry_promotes_a_better_student_and_refuses_a_worse_one(instance, mlflow_store, tmp_path, monkeypatch):
+    from rhythm_pipeline.defs.assets import registry
+
     evaluation = {}
 
     @dg.asset(name="eval_results", deps=[stub_grpo_checkpoint])
@@ -416,6 +418,7 @@ def test_registry_promotes_a_better_student_and_refuses_a_worse_one(instance, ml
                           resources={"tracking": TrackingResource(tracking_uri=mlflow_store, registered_model=model),
                                      "artifacts": artifact_store_from_env()})
     job = defs.resolve_implicit_global_asset_job_def()
+    monkeypatch.setattr(registry, "code_location", lambda: defs)  # the stub lineage is this code location
 
     def register(checkpoint: str, score: float, seeds: str = "0-3", gate: bool = True):
         GATE["passed"], evaluation["next"] = gate, (checkpoint, score, seeds)
@@ -460,31 +463,36 @@ def test_the_lineage_tracks_every_stage_and_registers_the_best_student(instance)
     from tests.test_pipeline_training import SMALL
 
     config = {"ops": {
-        "teacher_trajectories": {"config": {"seeds": "1000-1007"}},
         "sft_checkpoint": {"config": {"max_steps": 10, "short_context_steps": 0}},
         "grpo_checkpoint": SMALL["ops"]["grpo_checkpoint"],
         "eval_rollouts": {"config": {"continuous_seeds": "0-3", "ood_seeds": "10000-10001",
                                      "discrete3_seeds": "20000-20002", "max_new_tokens": 48}},
     }}
-    result = defs.resolve_job_def("rhythm_lineage").execute_in_process(instance=instance, run_config=config)
-    assert result.success
-    meta = {k: getattr(v, "value", v) for k, v in _metadata(result, "registered_student").items()}
+    from rhythm_pipeline.ops import run_lineage
+
+    lineage = run_lineage(defs, instance, shards=["1000-1007"], window="0", run_config=config, log=lambda _: None)
+    assert lineage["success"]
+    run_ids = [r["run_id"] for r in lineage["runs"]]
+    registered = instance.get_latest_materialization_event(dg.AssetKey("registered_student")).asset_materialization
+    meta = {k: getattr(v, "value", v) for k, v in registered.metadata.items()}
     # every blocking check passed, but 10 SFT steps do not beat the heuristic: registered as a candidate
     assert meta["decision"] == "candidate" and meta["alias"] == "candidate"
     assert meta["reason"].startswith("below the references' floor: ")
     # the blocking checks of every asset it comes from: each artifact's files as published, and the data's
-    unchanged = {f"{asset}.files_unchanged" for asset in ("teacher_trajectories", "sft_dataset", "sft_checkpoint",
-                                                          "grpo_checkpoint", "eval_rollouts", "eval_results")}
-    assert set(meta["blocking_checks"]) == unchanged | {"teacher_trajectories.teacher_trajectories_complete_and_valid",
-                                                        "sft_dataset.sft_dataset_has_no_eval_seeds",
-                                                        "grpo_checkpoint.grpo_not_worse_than_sft"}
+    # (the window's, checked again on its files; each teacher shard's are the dataset's to verify as it reads)
+    unchanged = {f"{asset}.files_unchanged" for asset in ("sft_dataset", "sft_checkpoint", "grpo_checkpoint")}
+    assert set(meta["blocking_checks"]) == unchanged | {"sft_dataset.sft_dataset_has_no_eval_seeds",
+                                                        "grpo_checkpoint.grpo_not_worse_than_sft",
+                                                        "eval_rollouts[0].files_unchanged",
+                                                        "eval_results[0].files_unchanged"}
     assert all(c["passed"] for c in meta["blocking_checks"].values())
 
     with dg.build_asset_context(instance=instance) as context:  # the store under this instance's storage
         uri = local_store_uri(artifact_root(context))
     client = _client(uri)
     runs = {r.data.tags["dagster.asset_key"]: r for r in client.search_runs(
-        [client.get_experiment_by_name("rhythm").experiment_id], f"tags.`dagster.run_id` = '{result.run_id}'")}
+        [client.get_experiment_by_name("rhythm").experiment_id])
+        if r.data.tags.get("dagster.run_id") in run_ids}
     assert set(runs) == {"sft_checkpoint", "grpo_checkpoint", "eval_results"}
     assert all(r.info.status == "FINISHED" for r in runs.values())
     assert [m.step for m in client.get_metric_history(runs["sft_checkpoint"].info.run_id, "loss")] == [5, 10]

@@ -21,7 +21,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,6 +30,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+
+from rhythm_pipeline.backfills import FINISHED, backfill_status, launch_asset_backfill
+from rhythm_pipeline.dev_server import DevServer, DevServerError, default_sigint, free_port, stop
+from rhythm_pipeline.dev_server import dev_server as product_dev_server
 
 REPO = Path(__file__).resolve().parents[1]
 ASSETS = ["teacher_trajectories", "reeval_report", "sft_dataset", "sft_checkpoint", "grpo_checkpoint",
@@ -58,97 +61,18 @@ pytestmark = [
 # -- the dev server --------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class DevServer:
-    def __init__(self, base: str, proc: subprocess.Popen, log: Path):
-        self.base, self.proc, self.log = base, proc, log
-
-    def log_tail(self, n: int = 40) -> str:
-        lines = self.log.read_text(errors="replace").splitlines() if self.log.exists() else []
-        return "\n".join(lines[-n:])
-
-    def graphql(self, query: str, variables: dict | None = None) -> dict:
-        body = json.dumps({"query": query, "variables": variables or {}}).encode()
-        request = urllib.request.Request(self.base + "/graphql", data=body,
-                                         headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=60) as response:
-            answer = json.load(response)
-        assert not answer.get("errors"), answer["errors"]
-        return answer["data"]
-
-
-def _default_sigint() -> None:
-    # dagster dev maps SIGTERM to its SIGINT handler; under a shell that started us in the background
-    # SIGINT is inherited as ignored, and dagster dev would then ignore SIGTERM too.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 @contextmanager
 def dev_server(dagster_home: Path, env: dict | None = None):
-    """`dagster dev` from the repo root, in its own process group; the whole group is stopped on exit.
-    Yields once GET /server_info answers and the code location has loaded."""
-    port = free_port()
-    log = dagster_home / "dagster_dev.log"
-    # No "Join the Dagster community" dialog over the page: the file a dismissed dialog leaves behind.
+    """`dagster dev` from the repo root on `dagster_home` (rhythm_pipeline.dev_server, what `make demo` runs),
+    with no "Join the Dagster community" dialog over the page; yields once the code location has loaded."""
     (dagster_home / ".nux").mkdir(parents=True, exist_ok=True)
     (dagster_home / ".nux" / "nux.yaml").write_text("seen: 1\n")
-    dagster = Path(sys.executable).parent / "dagster"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [str(dagster), "dev", "-w", str(REPO / "workspace.yaml"), "-h", "127.0.0.1", "-p", str(port)],
-            cwd=REPO, env={**os.environ, **(env or {}), "DAGSTER_HOME": str(dagster_home)},
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-            preexec_fn=_default_sigint,
-        )
-    server = DevServer(f"http://127.0.0.1:{port}", proc, log)
-    server.env = {**(env or {}), "DAGSTER_HOME": str(dagster_home)}
     try:
-        wait_until_ready(server)
-        yield server
-    finally:
-        stop(proc)
-
-
-def wait_until_ready(server: DevServer) -> None:
-    deadline = time.monotonic() + SERVER_START_S
-    while True:
-        if server.proc.poll() is not None:
-            pytest.fail(f"dagster dev exited with {server.proc.returncode}:\n{server.log_tail()}")
-        try:
-            with urllib.request.urlopen(server.base + "/server_info", timeout=5) as response:
-                info = json.load(response)
-            repos = server.graphql("{ repositoriesOrError { ... on RepositoryConnection { nodes { name } } } }")
-            if repos["repositoriesOrError"].get("nodes"):
-                assert info["dagster_webserver_version"]
-                return
-        except (OSError, ValueError):  # not listening yet, or answering before it is ready
-            pass
-        if time.monotonic() > deadline:
-            pytest.fail(f"dagster dev did not answer within {SERVER_START_S} s:\n{server.log_tail()}")
-        time.sleep(1)
-
-
-def stop(proc: subprocess.Popen, grace_s: float = 30) -> None:
-    """SIGTERM to the process group (dagster dev, its code server, daemon and run workers), then
-    SIGKILL to whatever is left of the group."""
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        pass
-    try:
-        proc.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:
-        pass
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait(timeout=30)
+        with product_dev_server(dagster_home, dagster_home / "dagster_dev.log", env=env, start_s=SERVER_START_S) as server:
+            server.env = {**(env or {}), "DAGSTER_HOME": str(dagster_home)}
+            yield server
+    except DevServerError as exc:
+        pytest.fail(str(exc))
 
 
 # -- the browser -----------------------------------------------------------------------------------
@@ -257,12 +181,14 @@ def repository(server: DevServer) -> dict:
     return next(r for r in repos["repositoriesOrError"]["nodes"] if "data_half" in {j["name"] for j in r["jobs"]})
 
 
-def launch(server: DevServer, job: str, run_config: dict | None = None, **selector) -> str:
+def launch(server: DevServer, job: str, run_config: dict | None = None, partition: str | None = None,
+           **selector) -> str:
     """Launch a run as the Launchpad (or the asset graph's Materialize button) does; its run id."""
     repo = repository(server)
     params = {"selector": {"repositoryLocationName": repo["location"]["name"], "repositoryName": repo["name"],
                            "jobName": job, **selector},
-              "runConfigData": run_config or {}}
+              "runConfigData": run_config or {},
+              **({"executionMetadata": {"tags": [{"key": "dagster/partition", "value": partition}]}} if partition else {})}
     launched = server.graphql(LAUNCH, {"params": params})["launchRun"]
     assert launched["__typename"] == "LaunchRunSuccess", launched
     return launched["run"]["runId"]
@@ -283,11 +209,20 @@ def wait_for_run(server: DevServer, run_id: str, timeout_s: float = RUN_TIMEOUT_
     return {"run_id": run_id, "status": status, "report": report}
 
 
+def add_shard(server: DevServer, shard: str) -> None:
+    """A teacher shard added to the server's instance (what `rhythm shards add` does)."""
+    import dagster as dg
+
+    with dg.DagsterInstance.from_config(server.env["DAGSTER_HOME"]) as instance:
+        if shard not in instance.get_dynamic_partitions("teacher_shards"):
+            instance.add_dynamic_partitions("teacher_shards", [shard])
+
+
 @pytest.fixture(scope="module")
 def data_half_run(server) -> dict:
-    """The data half launched through GraphQL as the Launchpad does, polled until it ends."""
-    run_id = launch(server, "data_half", {"ops": {"teacher_trajectories": {"config": {"seeds": "1000-1007"}}}})
-    return wait_for_run(server, run_id)
+    """The data half for one teacher shard launched through GraphQL as the Launchpad does, polled until it ends."""
+    add_shard(server, "1000-1007")
+    return wait_for_run(server, launch(server, "data_half", partition="1000-1007"))
 
 
 def test_the_data_half_launched_from_the_ui_succeeds(data_half_run):
@@ -306,21 +241,32 @@ ORIGIN = """query Origin($id: ID!) { runOrError(runId: $id) { ... on Run {
   repositoryOrigin { repositoryLocationName repositoryName } } } }"""
 
 
-def test_a_run_started_like_make_demo_is_one_the_ui_lists_and_reexecutes(server, monkeypatch):
-    """`make demo` runs its job in its own process; the run still belongs to the `rhythm` code location,
-    so the UI lists it with its origin and "Re-execute" launches it again (here: through GraphQL)."""
+def wait_for_backfill(server: DevServer, backfill_id: str, timeout_s: float = RUN_TIMEOUT_S) -> str:
+    deadline, status = time.monotonic() + timeout_s, None
+    while time.monotonic() < deadline and (status := backfill_status(server, backfill_id)) not in FINISHED:
+        time.sleep(2)
+    return status
+
+
+def test_a_backfill_launched_like_make_demo_runs_in_the_location_and_reexecutes(server, data_half_run):
+    """`make demo` launches the lineage as one asset backfill through GraphQL; the daemon runs it, a run per
+    piece, each a run of the `rhythm` code location that the UI lists and "Re-execute" launches again."""
     import dagster as dg
 
-    from rhythm_pipeline.runs import execute_here
-
-    monkeypatch.setenv("RHYTHM_ARTIFACTS", server.env["RHYTHM_ARTIFACTS"])
-    monkeypatch.setenv("DAGSTER_HOME", server.env["DAGSTER_HOME"])
-    with dg.DagsterInstance.get() as instance:
-        run_id = execute_here("data_half", {"ops": {"teacher_trajectories": {"config": {"seeds": "1000-1003"}}}},
-                              instance)
-    origin = server.graphql(ORIGIN, {"id": run_id})["runOrError"]["repositoryOrigin"]
+    add_shard(server, "1008-1011")
+    backfill_id = launch_asset_backfill(server, {"teacher_trajectories": ["1008-1011"], "reeval_report": None},
+                                       title="like make demo", tags={"rhythm/demo": "true"})
+    assert wait_for_backfill(server, backfill_id) in ("COMPLETED", "COMPLETED_SUCCESS"), server.log_tail()
+    with dg.DagsterInstance.from_config(server.env["DAGSTER_HOME"]) as instance:
+        runs = instance.get_run_records(filters=dg.RunsFilter(tags={"dagster/backfill": backfill_id}))
+        run_ids = [r.dagster_run.run_id for r in sorted(runs, key=lambda r: r.create_timestamp)]
+        assert len(run_ids) == 2 and all(r.dagster_run.tags.get("rhythm/demo") == "true" for r in runs)
+        # the new shard's run, then the report over both published shards
+        report = instance.get_latest_materialization_event(dg.AssetKey("reeval_report")).asset_materialization
+        assert report.metadata["seeds"].value == "1000-1011"
+    origin = server.graphql(ORIGIN, {"id": run_ids[-1]})["runOrError"]["repositoryOrigin"]
     assert origin["repositoryLocationName"] == "rhythm"
-    launched = server.graphql(REEXECUTE, {"params": {"parentRunId": run_id, "strategy": "ALL_STEPS"}})
+    launched = server.graphql(REEXECUTE, {"params": {"parentRunId": run_ids[-1], "strategy": "ALL_STEPS"}})
     launched = launched["launchPipelineReexecution"]
     assert launched["__typename"] == "LaunchRunSuccess", launched
     again = wait_for_run(server, launched["run"]["runId"])
@@ -447,12 +393,15 @@ ASSETS_AND_CHECKS = """{ assetNodes { assetKey { path }
 
 
 def materialize_all(server: DevServer) -> str:
-    """What the UI's "Materialize all" launches: the implicit asset job over every asset and check."""
+    """What the UI's "Materialize all" launches, as `make demo` does: one backfill of every asset, the demo's
+    teacher shard and evaluation window 0."""
+    from rhythm_pipeline.demo import DEMO_SHARD
+
+    add_shard(server, DEMO_SHARD)
     nodes = server.graphql(ASSETS_AND_CHECKS)["assetNodes"]
-    assets = [{"path": n["assetKey"]["path"]} for n in nodes]
-    checks = [{"assetKey": {"path": n["assetKey"]["path"]}, "name": c["name"]}
-              for n in nodes for c in (n.get("assetChecksOrError") or {}).get("checks", [])]
-    return launch(server, "__ASSET_JOB", assetSelection=assets, assetCheckSelection=checks)
+    keys = {"teacher_trajectories": [DEMO_SHARD], "eval_rollouts": ["0"], "eval_results": ["0"]}
+    return launch_asset_backfill(server, {"/".join(n["assetKey"]["path"]): keys.get("/".join(n["assetKey"]["path"]))
+                                          for n in nodes}, title="materialize all")
 
 
 def screenshot_eval_results(chromium: str, server: DevServer, out_dir: Path) -> list[Path]:
@@ -479,8 +428,6 @@ def eval_results_tour(out_dir: Path, keep: Path | None = None) -> None:
     """A fresh instance under `dagster dev` (what `make ui` runs, with its daemon): "Materialize all"
     from GraphQL, then the weekly re-evaluation job on the next seed window, then screenshots of the
     eval_results page and its Plots view, which now chart two evaluations."""
-    from rhythm_core.evaluation.rollouts import evaluation_window
-
     chromium = find_chromium()
     if not chromium:
         sys.exit("chromium is not installed")
@@ -495,17 +442,17 @@ def eval_results_tour(out_dir: Path, keep: Path | None = None) -> None:
         home.mkdir(parents=True, exist_ok=True)
         shutil.copy(REPO / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
         with dev_server(home) as server:
-            seeds = evaluation_window(1)
-            launches = [("materialize all", lambda: materialize_all(server)),
-                        ("reevaluate (window 1)", lambda: launch(server, "reevaluate", {"ops": {"eval_rollouts": {
-                            "config": {f"{c}_seeds": s for c, s in seeds.items()}}}}))]
-            for name, start in launches:
-                run = wait_for_run(server, start(), timeout_s=3600)
-                if run["status"] != "SUCCESS":
-                    sys.exit(run["report"])
-                times = server.graphql(RUN_TIMES, {"id": run["run_id"]})["runOrError"]
-                print(f"{name}: run {run['run_id']} {times['status']} in {times['endTime'] - times['startTime']:.1f} s",
-                      flush=True)
+            backfill = materialize_all(server)
+            status = wait_for_backfill(server, backfill, timeout_s=3600)
+            print(f"materialize all: backfill {backfill} {status}", flush=True)
+            if status not in ("COMPLETED", "COMPLETED_SUCCESS"):
+                sys.exit(server.log_tail())
+            run = wait_for_run(server, launch(server, "reevaluate", partition="1"), timeout_s=3600)
+            if run["status"] != "SUCCESS":
+                sys.exit(run["report"])
+            times = server.graphql(RUN_TIMES, {"id": run["run_id"]})["runOrError"]
+            print(f"reevaluate (window 1): run {run['run_id']} {times['status']} in "
+                  f"{times['endTime'] - times['startTime']:.1f} s", flush=True)
             time.sleep(35)  # a daemon tick: would declarative automation launch anything after these runs?
             runs = server.graphql(ALL_RUNS)["runsOrError"]["results"]
             print(f"runs on the instance: {len(runs)}: " + ", ".join(
@@ -571,11 +518,11 @@ def test_make_ui_stops_cleanly_on_ctrl_c_and_names_the_location_rhythm(tmp_path)
     with open(log, "wb") as out:
         proc = subprocess.Popen(["make", "-s", "ui", f"UI_PORT={port}"], cwd=REPO, stdout=out,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                                env={**os.environ, "DAGSTER_HOME": str(home)}, preexec_fn=_default_sigint)
+                                env={**os.environ, "DAGSTER_HOME": str(home)}, preexec_fn=default_sigint)
     server = DevServer(f"http://127.0.0.1:{port}", proc, log)
     server.env = {"DAGSTER_HOME": str(home)}
     try:
-        wait_until_ready(server)
+        server.wait_until_ready(SERVER_START_S)
         names = server.graphql("{ workspaceOrError { ... on Workspace { locationEntries { name } } } }")
         assert [e["name"] for e in names["workspaceOrError"]["locationEntries"]] == ["rhythm"]
         members = descendants(proc.pid)

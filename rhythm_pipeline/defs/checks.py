@@ -13,13 +13,14 @@ from rhythm_env.sim.conditions import parse_seeds
 from rhythm_pipeline.defs.assets.data import reeval_report, sft_dataset, teacher_trajectories
 from rhythm_pipeline.defs.assets.evaluation import eval_results, eval_rollouts
 from rhythm_pipeline.defs.assets.training import grpo_checkpoint, sft_checkpoint
-from rhythm_pipeline.defs.partitions import EVAL_WINDOWS, TEACHER_SHARDS
 from rhythm_pipeline.defs.resources import ArtifactStoreResource
 from rhythm_pipeline.settings import ACTIVE_GRADER
 
 
 def _latest_materialization(context: dg.AssetCheckExecutionContext, key: dg.AssetKey):
-    """The latest materialization of `key` (of the check's partition, for a partitioned asset), or None."""
+    """The latest materialization of `key` (of the run's partition, in a run of one), or None. The checks read
+    what a materialization recorded rather than take the asset as an input, so that they run on a partitioned
+    asset in the run of any one partition, or alone on its latest materialization."""
     partitions = [context.partition_key] if context.has_partition_key else None
     records = context.instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=key, asset_partitions=partitions),
                                                       limit=1).records
@@ -27,7 +28,7 @@ def _latest_materialization(context: dg.AssetCheckExecutionContext, key: dg.Asse
 
 
 def _files_unchanged(asset) -> dg.AssetChecksDefinition:
-    @dg.asset_check(asset=asset, name="files_unchanged", blocking=True, partitions_def=asset.partitions_def,
+    @dg.asset_check(asset=asset, name="files_unchanged", blocking=True,
                     description="The artifact's files are the ones its latest materialization published (every "
                                 "file's sha256 against the record whose digest the materialization holds).")
     def files_unchanged(context: dg.AssetCheckExecutionContext, artifacts: ArtifactStoreResource) -> dg.AssetCheckResult:
@@ -52,17 +53,36 @@ FILES_UNCHANGED = [_files_unchanged(asset) for asset in (teacher_trajectories, r
                                                          sft_checkpoint, grpo_checkpoint, eval_rollouts, eval_results)]
 
 
-@dg.asset_check(asset=teacher_trajectories, blocking=True, partitions_def=TEACHER_SHARDS,
+def _published(context: dg.AssetCheckExecutionContext, asset, artifacts: ArtifactStoreResource) -> tuple[str, dict] | None:
+    """(the local path of the asset's latest artifact, fetched and checked against its recorded digest, its
+    metadata as plain values), or None where it has none."""
+    materialization = _latest_materialization(context, asset.key)
+    if materialization is None or "artifact_path" not in materialization.metadata:
+        return None
+    metadata = {k: getattr(v, "value", v) for k, v in materialization.metadata.items()}
+    fetched = artifacts.store(context.instance).fetch_value({"path": metadata["artifact_path"],
+                                                             "files_digest": metadata.get("files_digest")})
+    return fetched["path"], metadata
+
+
+NOT_MATERIALIZED = dg.AssetCheckResult(passed=False, severity=dg.AssetCheckSeverity.ERROR,
+                                       description="no materialization with an artifact path to check")
+
+
+@dg.asset_check(asset=teacher_trajectories, blocking=True,
                 description="Every line parses, matches the schema and replays exactly; every requested seed is there once.")
-def teacher_trajectories_complete_and_valid(context: dg.AssetCheckExecutionContext, teacher_trajectories: dict,
+def teacher_trajectories_complete_and_valid(context: dg.AssetCheckExecutionContext,
                                             artifacts: ArtifactStoreResource) -> dg.AssetCheckResult:
-    path = artifacts.store(context.instance).fetch_value(teacher_trajectories)["path"]
+    published = _published(context, teacher_trajectories, artifacts)
+    if published is None:
+        return NOT_MATERIALIZED
+    path, metadata = published
     try:
         records = read_trajectories(path, allow_truncated_tail=False).records
         replay_check(records, path)
     except TrajectoryError as exc:
         return dg.AssetCheckResult(passed=False, severity=dg.AssetCheckSeverity.ERROR, description=str(exc))
-    missing = sorted(set(parse_seeds(teacher_trajectories["seeds"])) - {r["seed"] for r in records})
+    missing = sorted(set(parse_seeds(metadata["seeds"])) - {r["seed"] for r in records})
     return dg.AssetCheckResult(
         passed=not missing,
         severity=dg.AssetCheckSeverity.ERROR,
@@ -104,11 +124,18 @@ def sft_dataset_has_no_eval_seeds(context: dg.AssetCheckExecutionContext, sft_da
     )
 
 
-@dg.asset_check(asset=eval_results, partitions_def=EVAL_WINDOWS, description="Each student beats the better of the heuristic and the fallback-only "
+def _results_of(context: dg.AssetCheckExecutionContext, artifacts: ArtifactStoreResource) -> dict:
+    published = _published(context, eval_results, artifacts)
+    if published is None:
+        raise dg.Failure("eval_results has no materialization to check", allow_retries=False)
+    return load_results(published[0])
+
+
+@dg.asset_check(asset=eval_results, description="Each student beats the better of the heuristic and the fallback-only "
                                                   "policy on every condition (active grader).")
-def students_beat_heuristic(context: dg.AssetCheckExecutionContext, eval_results: dict,
+def students_beat_heuristic(context: dg.AssetCheckExecutionContext,
                             artifacts: ArtifactStoreResource) -> dg.AssetCheckResult:
-    margins = student_gaps(load_results(artifacts.store(context.instance).fetch_value(eval_results)["json"]))["score_vs_heuristic"]
+    margins = student_gaps(_results_of(context, artifacts))["score_vs_heuristic"]
     losing = [k for k, v in margins.items() if v <= 0]
     return dg.AssetCheckResult(passed=not losing, severity=dg.AssetCheckSeverity.WARN, metadata=margins,
                                description=f"not above the heuristic and the fallback: {', '.join(losing)}" if losing
@@ -119,13 +146,13 @@ BELIEF_MARGIN = 0.02  # how much worse than the teacher a student's belief may b
 BELIEF_Z = 2.0  # standard errors of the paired gap that make "worse by more than the margin" evidence
 
 
-@dg.asset_check(asset=eval_results, partitions_def=EVAL_WINDOWS, description=(
+@dg.asset_check(asset=eval_results, description=(
     f"Each student's belief MAE is within {BELIEF_MARGIN} of the Bayesian teacher's, judged against noise: it "
     f"fails only when the gap, paired week by week on the same seeds, exceeds {BELIEF_MARGIN} by more than "
     f"{BELIEF_Z:g} standard errors (a CPU's rounding or an SFT seed moves the OOD gap by about one)."))
-def student_belief_close_to_teacher(context: dg.AssetCheckExecutionContext, eval_results: dict,
+def student_belief_close_to_teacher(context: dg.AssetCheckExecutionContext,
                                     artifacts: ArtifactStoreResource) -> dg.AssetCheckResult:
-    gaps = student_gaps(load_results(artifacts.store(context.instance).fetch_value(eval_results)["json"]))
+    gaps = student_gaps(_results_of(context, artifacts))
     far = [k for k, v in gaps["belief_mae_vs_teacher"].items()
            if v - BELIEF_MARGIN > BELIEF_Z * gaps["belief_gap_se"].get(k, 0.0)]
     noisy = [k for k, v in gaps["belief_mae_vs_teacher"].items() if v > BELIEF_MARGIN and k not in far]
@@ -140,11 +167,11 @@ def student_belief_close_to_teacher(context: dg.AssetCheckExecutionContext, eval
                                description=description)
 
 
-@dg.asset_check(asset=eval_results, partitions_def=EVAL_WINDOWS,
+@dg.asset_check(asset=eval_results,
                 description=f"Invalid (unparsable or illegal) student answers are at most {MAX_INVALID_RATE:.0%}.")
-def student_invalid_answers_at_most_5pct(context: dg.AssetCheckExecutionContext, eval_results: dict,
+def student_invalid_answers_at_most_5pct(context: dg.AssetCheckExecutionContext,
                                          artifacts: ArtifactStoreResource) -> dg.AssetCheckResult:
-    rates = student_gaps(load_results(artifacts.store(context.instance).fetch_value(eval_results)["json"]))["invalid_rate"]
+    rates = student_gaps(_results_of(context, artifacts))["invalid_rate"]
     high = [k for k, v in rates.items() if v > MAX_INVALID_RATE]
     return dg.AssetCheckResult(passed=not high, severity=dg.AssetCheckSeverity.WARN, metadata=rates,
                                description=f"above {MAX_INVALID_RATE:.0%}: {', '.join(high)}" if high

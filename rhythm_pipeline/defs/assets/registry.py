@@ -9,23 +9,23 @@ import dagster as dg
 from rhythm_core.evaluation.results import MAX_INVALID_RATE, load_results, student_gaps
 from rhythm_core.store import ArtifactChanged
 from rhythm_core.tracking.registry import headline_student, register_student, student_summaries
+from rhythm_pipeline.defs.partitions import DEFAULT_EVAL_WINDOW
 from rhythm_pipeline.defs.resources import ArtifactStoreResource
 from rhythm_pipeline.defs.tracking import TrackingResource
 from rhythm_pipeline.lineage import lineage_metadata, versioned_output
 from rhythm_pipeline.settings import GRADING_AUTOMATION, GRADING_TAGS, code_version
 
 
-def _asset_specs():
+def code_location() -> dg.Definitions:
+    """The definitions this asset is part of: the `rhythm` code location's."""
     from rhythm_pipeline.definitions import defs
 
-    return defs.resolve_all_asset_specs()
+    return defs
 
 
-def _upstream_blocking_checks(key: dg.AssetKey) -> list[dg.AssetCheckKey]:
+def _upstream_blocking_checks(key: dg.AssetKey, defs: dg.Definitions) -> list[dg.AssetCheckKey]:
     """Every blocking check of an asset upstream of `key`, from the definitions' public specs."""
-    from rhythm_pipeline.definitions import defs
-
-    deps = {spec.key: {dep.asset_key for dep in spec.deps} for spec in _asset_specs()}
+    deps = {spec.key: {dep.asset_key for dep in spec.deps} for spec in defs.resolve_all_asset_specs()}
     ancestors, frontier = set(), set(deps.get(key, ()))
     while frontier:
         ancestors |= frontier
@@ -41,9 +41,10 @@ def blocking_checks(context: dg.AssetExecutionContext) -> dict[str, dict]:
     where they are read: a window's checks block this asset in the run that evaluated it, and its files are
     verified again here (`window_files`); each teacher shard's files are verified by the dataset that reads it."""
     instance = context.instance
-    partitioned = {spec.key for spec in _asset_specs() if spec.partitions_def is not None}
+    defs = code_location()
+    partitioned = {spec.key for spec in defs.resolve_all_asset_specs() if spec.partitions_def is not None}
     out = {}
-    for key in _upstream_blocking_checks(context.asset_key):
+    for key in _upstream_blocking_checks(context.asset_key, defs):
         if key.asset_key in partitioned:
             continue
         name = f"{key.asset_key.to_user_string()}.{key.name}"
@@ -74,12 +75,12 @@ def window_files(store, window: str, values: dict[str, dict]) -> dict[str, dict]
     return out
 
 
-def _rollouts_of(context: dg.AssetExecutionContext, window: str) -> dict:
+def _rollouts_of(context: dg.AssetExecutionContext, window: str) -> dict | None:
     """What the window's latest eval_rollouts materialization recorded of its artifact (its dir and digest)."""
     records = context.instance.fetch_materializations(
         dg.AssetRecordsFilter(asset_key=dg.AssetKey("eval_rollouts"), asset_partitions=[window]), limit=1).records
     if not records:
-        raise dg.Failure(f"evaluation window {window} has no eval_rollouts materialization", allow_retries=False)
+        return None
     metadata = records[0].asset_materialization.metadata
     digest = metadata.get("files_digest")
     return {"dir": metadata["artifact_path"].value, "files_digest": digest.value if digest else None}
@@ -96,6 +97,8 @@ def _promotion_window(context: dg.AssetExecutionContext, config: RegisteredStude
         window = config.window
     elif context.has_partition_key and context.partition_key in windows:
         window = context.partition_key  # a run of the reevaluate job: its window
+    elif len(windows) == 1:
+        window = next(iter(windows))
     else:
         latest = context.instance.get_latest_materialization_event(dg.AssetKey("eval_results"))
         window = latest.asset_materialization.partition if latest else ""
@@ -128,8 +131,8 @@ def _promotion_window(context: dg.AssetExecutionContext, config: RegisteredStude
 )
 def registered_student(context: dg.AssetExecutionContext, config: RegisteredStudentConfig, eval_results: dict,
                        tracking: TrackingResource, artifacts: ArtifactStoreResource) -> dg.Output[dict]:
-    if "version" in eval_results and "window" in eval_results:  # one window evaluated: its value as it is
-        eval_results = {eval_results["window"]: eval_results}
+    if "json" in eval_results:  # one window evaluated: Dagster hands its value as it is
+        eval_results = {eval_results.get("window", DEFAULT_EVAL_WINDOW): eval_results}
     window = _promotion_window(context, config, eval_results)
     eval_results = eval_results[window]
     results = load_results(artifacts.store(context.instance).fetch_value(eval_results)["json"])
@@ -138,9 +141,8 @@ def registered_student(context: dg.AssetExecutionContext, config: RegisteredStud
     summaries = student_summaries(results, student_gaps(results)["score_vs_heuristic"], MAX_INVALID_RATE)
     candidate = headline_student(summaries, gate=provenance.get("headline_student"))
     store = artifacts.store(context.instance)
-    rollouts = _rollouts_of(context, window)
-    checks = {**blocking_checks(context), **window_files(store, window, {"eval_rollouts": rollouts,
-                                                                         "eval_results": eval_results})}
+    evaluated = {"eval_rollouts": _rollouts_of(context, window), "eval_results": eval_results}
+    checks = {**blocking_checks(context), **window_files(store, window, {k: v for k, v in evaluated.items() if v})}
     tracker = tracking.tracker(context)
     if tracker is None:
         raise dg.Failure("registered_student needs MLflow: the tracking resource is disabled (enabled: false)")
