@@ -57,14 +57,6 @@ def test_the_launch_command_is_the_plain_module_on_one_process_and_torchrun_on_m
         assert entry_command("m", processes) == launch_command("m", [], processes)
 
 
-def test_the_training_processes_default_to_rhythm_train_processes():
-    from rhythm_pipeline.defs.executor import train_processes
-
-    assert train_processes({}) == 1 and train_processes({"RHYTHM_TRAIN_PROCESSES": "4"}) == 4
-    with pytest.raises(ValueError, match="RHYTHM_TRAIN_PROCESSES='0'"):
-        train_processes({"RHYTHM_TRAIN_PROCESSES": "0"})
-
-
 def test_fsdp_is_an_option_of_the_launch_that_training_arguments_accept(monkeypatch):
     from transformers import TrainingArguments
 
