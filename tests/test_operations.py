@@ -8,13 +8,9 @@ import re
 import warnings
 
 import dagster as dg
-import polars as pl
 import pytest
 
-from rhythm_core.evaluation.results import write_history
-from rhythm_core.evaluation.rollouts import DEFAULT_EVAL_SEEDS, evaluation_window
-from rhythm_core.evaluation.steps import read_store_history
-from rhythm_core.store import LocalStore
+from rhythm_core.evaluation.rollouts import DEFAULT_EVAL_SEEDS, EVAL_WINDOW_COUNT, evaluation_window
 from rhythm_env.sim.conditions import EVAL_SEEDS, TRAINING_SEEDS, parse_seeds
 from rhythm_pipeline.definitions import defs
 
@@ -30,6 +26,14 @@ def test_evaluation_windows_are_fresh_and_never_training_seeds():
             assert not seeds & seen[condition]  # ten consecutive windows never repeat a seed
             seen[condition] |= seeds
     assert len(parse_seeds(evaluation_window(3)["discrete3"])) == 15
+    assert EVAL_WINDOW_COUNT == 10  # continuous's 1,000 evaluation seeds hold ten windows of 100
+    with pytest.raises(ValueError, match="evaluation window 10 does not exist; windows are 0-9"):
+        evaluation_window(10)
+    # each window a partition of the evaluation, window 0 the default evaluation
+    graph = defs.resolve_asset_graph()
+    for asset in ("eval_rollouts", "eval_results"):
+        partitions = graph.get(dg.AssetKey(asset)).partitions_def
+        assert partitions.get_partition_keys() == [str(i) for i in range(EVAL_WINDOW_COUNT)]
 
 
 def test_weekly_schedule_requests_the_next_window_and_is_off_by_default():
@@ -38,16 +42,17 @@ def test_weekly_schedule_requests_the_next_window_and_is_off_by_default():
     assert schedule.job_name == "reevaluate"
     requests = []
     for day in (datetime.datetime(2026, 11, 23, 6, tzinfo=datetime.UTC), datetime.datetime(2026, 11, 30, 6, tzinfo=datetime.UTC)):
-        with dg.build_schedule_context(scheduled_execution_time=day) as context, warnings.catch_warnings():
+        with dg.build_schedule_context(scheduled_execution_time=day, repository_def=defs.get_repository_def()) as context, \
+                warnings.catch_warnings():
             warnings.simplefilter("error", DeprecationWarning)  # tag keys Dagster accepts (one namespace)
             requests.append(schedule.evaluate_tick(context).run_requests[0])
-    configs = [r.run_config["ops"]["eval_rollouts"]["config"] for r in requests]
-    assert configs[0] != configs[1] and requests[0].run_key != requests[1].run_key
-    # the run says which window and seeds it plays
-    assert requests[1].tags["rhythm/continuous_seeds"] == configs[1]["continuous_seeds"]
-    assert int(requests[1].tags["rhythm/eval_window"]) == int(requests[0].tags["rhythm/eval_window"]) + 1
-    for config in configs:
-        assert not set(parse_seeds(config["continuous_seeds"])) & set(TRAINING_SEEDS["continuous"])
+    windows = [r.partition_key for r in requests]
+    # each week the next window, a partition of the reevaluate job; a missed week is that window's backfill
+    assert int(windows[1]) == (int(windows[0]) + 1) % EVAL_WINDOW_COUNT and requests[0].run_key != requests[1].run_key
+    assert [r.tags["rhythm/eval_window"] for r in requests] == windows
+    assert not requests[0].run_config  # the seeds are the window's: nothing to configure
+    for window in windows:
+        assert not set(parse_seeds(evaluation_window(int(window))["continuous"])) & set(TRAINING_SEEDS["continuous"])
     job = defs.resolve_job_def("reevaluate")
     assert {k.to_user_string() for k in job.asset_layer.executable_asset_keys} == {"eval_rollouts", "eval_results",
                                                                                    "registered_student"}
@@ -70,17 +75,6 @@ def _results(score: float) -> dict:
                                                                                        "heuristic": metrics}}}}
 
 
-def test_history_accumulates_across_materializations(tmp_path):
-    path = tmp_path / "eval_results" / "history"
-    write_history(path, _results(0.4), run_id="a", timestamp=1.0, rollouts_version="r1")
-    write_history(path, _results(0.5), run_id="b", timestamp=2.0, rollouts_version="r2")
-    write_history(path, _results(0.6), run_id="b", timestamp=3.0, rollouts_version="r2")  # re-run of b
-    table = read_store_history(LocalStore(tmp_path))
-    assert table.height == 4 and len(list(path.glob("*/rows.parquet"))) == 3
-    student = table.filter(pl.col("agent") == "student_grpo")
-    assert student["final_score"].to_list() == [0.4, 0.6] and student["run_id"].to_list() == ["a", "b"]
-
-
 @pytest.fixture
 def instance(tmp_path, monkeypatch):
     monkeypatch.setenv("RHYTHM_ARTIFACTS", str(tmp_path / "artifacts"))
@@ -92,8 +86,8 @@ def instance(tmp_path, monkeypatch):
 def test_lineage_names_what_produced_an_asset(instance, capsys, monkeypatch):
     from rhythm_pipeline.lineage import format_chain, lineage_chain
 
-    result = defs.resolve_job_def("data_half").execute_in_process(
-        instance=instance, run_config={"ops": {"teacher_trajectories": {"config": {"seeds": "1000-1003"}}}})
+    instance.add_dynamic_partitions("teacher_shards", ["1000-1003"])
+    result = defs.resolve_job_def("data_half").execute_in_process(instance=instance, partition_key="1000-1003")
     assert result.success
     chain = lineage_chain("sft_dataset", instance, defs)
     assert [link["asset"] for link in chain] == ["teacher_trajectories", "sft_dataset"]
@@ -132,36 +126,46 @@ def test_rhythm_lineage_runs_through_the_cli_and_the_core_imports_no_dagster(tmp
     assert "sft_dataset" in cli.stdout and "never materialized" in cli.stdout, cli.stdout
 
 
-def test_sync_status_reads_dagsters_resolver_on_the_locked_release():
-    """`rhythm_pipeline.ops status` uses Dagster internals (there is no public API outside GraphQL);
-    with the locked release they load and answer for every asset."""
-    import dagster as dg
-
-    from rhythm_pipeline.definitions import defs
+def test_sync_status_follows_code_and_inputs_through_public_records(instance):
+    """`rhythm_pipeline.ops status` answers as the UI does, from the instance's public records: every asset
+    MISSING at first; the data half FRESH once materialized; a new teacher shard makes its readers STALE."""
     from rhythm_pipeline.ops import unsynced_status
 
-    with dg.DagsterInstance.ephemeral() as instance:
-        status = unsynced_status(instance, defs)
+    status = unsynced_status(instance, defs)
     assert len(status) == 8 and set(status.values()) == {"MISSING"}
+    instance.add_dynamic_partitions("teacher_shards", ["1000-1003", "1004-1005"])
+    assert defs.resolve_job_def("data_half").execute_in_process(instance=instance, partition_key="1000-1003").success
+    status = unsynced_status(instance, defs)
+    assert {a: s for a, s in status.items() if s != "MISSING"} == {
+        "teacher_trajectories": "FRESH", "reeval_report": "FRESH", "sft_dataset": "FRESH"}
+    assert defs.resolve_job_def("teacher_data").execute_in_process(instance=instance, partition_key="1004-1005").success
+    status = unsynced_status(instance, defs)
+    assert (status["teacher_trajectories"], status["reeval_report"], status["sft_dataset"]) == ("FRESH", "STALE", "STALE")
 
+def test_the_published_recipe_is_three_jobs_dagster_validates_as_they_are(monkeypatch):
+    """The published recipe: the API teacher on its shard (published_teacher), the 3B student with LoRA trained
+    on HF Jobs (rhythm_lineage_published), evaluated there (published_evaluation). Each job's own config
+    validates once its key is in the environment, and not before."""
+    from rhythm_pipeline.defs.jobs import PUBLISHED_CONFIG, published_evaluation, published_teacher
 
-def test_the_published_recipe_is_a_job_dagster_validates_as_it_is(monkeypatch):
-    """rhythm_lineage_published: the API teacher, the 3B student with LoRA, training and evaluation on
-    HF Jobs. Its own config validates once the two keys are in the environment, and not before."""
-    from rhythm_pipeline.defs.jobs import PUBLISHED_CONFIG
-
-    job = defs.resolve_job_def("rhythm_lineage_published")
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("HF_TOKEN", raising=False)
-    with pytest.raises(dg.DagsterInvalidConfigError, match="OPENAI_API_KEY"):
-        dg.validate_run_config(job, PUBLISHED_CONFIG)
+    jobs = {"published_teacher": ("OPENAI_API_KEY", published_teacher.config),
+            "rhythm_lineage_published": ("HF_TOKEN", PUBLISHED_CONFIG),
+            "published_evaluation": ("HF_TOKEN", published_evaluation.config)}
+    for name, (key, config) in jobs.items():
+        with pytest.raises(dg.DagsterInvalidConfigError, match=key):
+            dg.validate_run_config(defs.resolve_job_def(name), config)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-real")
     monkeypatch.setenv("HF_TOKEN", "hf_test_not_real")
-    config = dg.validate_run_config(job, PUBLISHED_CONFIG)
+    teacher = dg.validate_run_config(defs.resolve_job_def("published_teacher"), published_teacher.config)
+    assert teacher["resources"]["teacher"]["config"]["backend"] == "openai"
+    assert teacher["resources"]["teacher"]["config"]["max_cost_usd"] == 40.0
+    config = dg.validate_run_config(defs.resolve_job_def("rhythm_lineage_published"), PUBLISHED_CONFIG)
     assert config["ops"]["sft_checkpoint"]["config"]["base_model"] == "Qwen/Qwen2.5-3B-Instruct"
+    assert config["ops"]["sft_dataset"]["config"]["teacher_shards"] == ["1000-1299"]
     assert config["resources"]["compute"]["config"]["backend"] == "hf_jobs"
     assert config["resources"]["compute"]["config"]["hf_flavor"] == "a10g-large"
-    assert config["resources"]["teacher"]["config"]["backend"] == "openai"
     from rhythm_core.training.sft import SFTRunConfig
 
     assert SFTRunConfig(**PUBLISHED_CONFIG["ops"]["sft_checkpoint"]["config"]).lora

@@ -1,9 +1,8 @@
 """Publishing over an existing version on a local root never leaves a moment without it, and a
 publish killed between its two renames (where the OS cannot exchange two folders in one call) is
-put back by the next staging in that folder; the evaluation history is one published file per
-write, so writers at once lose no row."""
+put back by the next staging in that folder; the evaluation history reads every window's
+materializations, so evaluations at once lose no row."""
 
-import json
 import os
 import signal
 import subprocess
@@ -13,8 +12,6 @@ from pathlib import Path
 
 import polars as pl
 
-from rhythm_core.evaluation.results import read_history, write_history
-from rhythm_core.evaluation.steps import read_store_history
 from rhythm_core.store import LocalStore, publish_dir, staging, staging_dir, verify_artifact
 from tests.test_operations import _results
 
@@ -65,56 +62,70 @@ def test_a_publish_killed_between_its_two_renames_keeps_the_previous_version(tmp
     assert not [p for p in folder.iterdir() if p.name.startswith(".old-")]
 
 
-def test_twenty_evaluations_writing_history_at_once_lose_no_row(tmp_path):
-    history = tmp_path / "eval_results" / "history"
-    writer = textwrap.dedent(f"""
-        import sys, json
-        sys.path.insert(0, {str(REPO)!r})
-        from rhythm_core.evaluation.results import write_history
-        i = int(sys.argv[1])
-        write_history({str(history)!r}, json.loads(sys.argv[2]), run_id=f"run{{i}}", timestamp=float(i),
-                      rollouts_version="r")
-    """)
-    procs = [subprocess.Popen([sys.executable, "-c", writer, str(i), json.dumps(_results(i / 100))])
-             for i in range(20)]
-    assert [p.wait(timeout=300) for p in procs] == [0] * 20
-    write_history(history, _results(0.9), run_id="run20", timestamp=20.0, rollouts_version="r")
-    table = read_store_history(LocalStore(tmp_path))
-    assert table.height == 42 and sorted(set(table["run_id"])) == sorted(f"run{i}" for i in range(21))
-    student = table.filter(pl.col("agent") == "student_grpo")
-    assert student["final_score"].to_list() == [i / 100 for i in range(20)] + [0.9]
+def _evaluation(instance, window: str, score: float, *, run_id: str | None = None):
+    """An eval_results materialization of `window` as the asset records it (its rows in the metadata)."""
+    import dagster as dg
+
+    from rhythm_core.evaluation.results import evaluation_rows
+    from rhythm_pipeline.defs.assets.history import EVALUATION_ROWS
+
+    rows = evaluation_rows(_results(score), window=window, rollouts_version=f"r{window}")
+    instance.report_runless_asset_event(dg.AssetMaterialization(
+        asset_key="eval_results", partition=window, metadata={EVALUATION_ROWS: dg.MetadataValue.json(rows)}))
 
 
-def test_a_rerun_of_the_same_run_replaces_its_rows_and_an_older_history_file_is_kept(tmp_path):
-    history = tmp_path / "eval_results" / "history"
-    history.parent.mkdir(parents=True)
-    pl.DataFrame({"timestamp": [0.5], "run_id": ["old"], "grader": ["v3"], "rollouts": ["r0"], "condition": ["ood"],
-                  "seeds": ["0-3"], "agent": ["student_grpo"], "n": [4], "final_score": [0.3], "ci95_lo": [0.2],
-                  "ci95_hi": [0.4], "belief_mae": [0.2], "invalid_rate": [0.0]}).write_parquet(
-        history.parent / "history.parquet")
-    write_history(history, _results(0.4), run_id="a", timestamp=1.0, rollouts_version="r1")
-    write_history(history, _results(0.5), run_id="b", timestamp=2.0, rollouts_version="r2")
-    write_history(history, _results(0.6), run_id="b", timestamp=3.0, rollouts_version="r2")  # b again
-    table = read_store_history(LocalStore(tmp_path))
+def test_the_history_reads_every_window_and_evaluation_from_the_partitions(tmp_path):
+    """Every eval_results materialization of every window, in time order, with the one being made; twenty
+    evaluations recorded at once (the instance's event log is their one writer) lose no row."""
+    import threading
+
+    import dagster as dg
+
+    from rhythm_core.evaluation.results import evaluation_rows, history_markdown
+    from rhythm_pipeline.defs.assets.history import evaluation_history
+
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        assert evaluation_history(instance, dg.AssetKey("eval_results")).is_empty()
+        threads = [threading.Thread(target=_evaluation, args=(instance, str(i % 10), i / 100)) for i in range(20)]
+        [t.start() for t in threads]
+        [t.join() for t in threads]
+        current = ("current-run", 2e9, evaluation_rows(_results(0.9), window="3", rollouts_version="r3"))
+        table = evaluation_history(instance, dg.AssetKey("eval_results"), current=current, page=7)
+    assert table.height == 42  # 21 evaluations x (student, heuristic)
     student = table.filter(pl.col("agent") == "student_grpo")
-    assert student["run_id"].to_list() == ["old", "a", "b"] and student["final_score"].to_list() == [0.3, 0.4, 0.6]
-    folders = sorted(p.parent for p in history.glob("*/.rhythm-files.json"))
-    assert len(folders) == 3 and read_history(folders).height == 4  # without the older file
-    os.remove(history.parent / "history.parquet")
+    assert sorted(student["final_score"].to_list()[:-1]) == [i / 100 for i in range(20)]
+    assert student["final_score"].to_list()[-1] == 0.9 and student["run_id"].to_list()[-1] == "current-run"
+    assert sorted(set(student["window"].to_list())) == [str(w) for w in range(10)]
+    assert "| 3 | v3 | continuous | 0-3 | student_grpo | 0.900 |" in history_markdown(table)
+
+
+def test_a_run_that_evaluated_a_window_twice_keeps_its_latest_rows():
+    from rhythm_core.evaluation.results import evaluation_rows, history_rows
+
+    def rows(score, window="0"):
+        return evaluation_rows(_results(score), window=window, rollouts_version="r")
+
+    table = history_rows([("a", 1.0, rows(0.4)), ("b", 2.0, rows(0.5)), ("b", 3.0, rows(0.6)),
+                          ("b", 4.0, rows(0.7, window="1"))])
+    student = table.filter(pl.col("agent") == "student_grpo")
+    assert student["run_id"].to_list() == ["a", "b", "b"] and student["final_score"].to_list() == [0.4, 0.6, 0.7]
 
 
 def test_a_staging_folder_that_already_holds_its_record_is_no_version(tmp_path):
     from rhythm_core.store import write_files_manifest
 
-    history = tmp_path / "eval_results" / "history"
-    write_history(history, _results(0.4), run_id="a", timestamp=1.0, rollouts_version="r1")
+    def publish(name: str):
+        with staging(tmp_path / "eval_results") as staged:
+            (staged / "eval_results.json").write_text(name)
+            publish_dir(staged, tmp_path / "eval_results" / name, kind="eval_results", published=True)
+
+    publish("a")
     # another (live) writer's staging, its record written, caught just before its rename into place
     import socket
 
-    staged = history / f".staging-{socket.gethostname()}-{os.getpid()}-caught"
+    staged = tmp_path / "eval_results" / f".staging-{socket.gethostname()}-{os.getpid()}-caught"
     staged.mkdir()
-    write_files_manifest(staged, "eval_history", published=True)
-    write_history(history, _results(0.5), run_id="b", timestamp=2.0, rollouts_version="r2")
-    assert sorted(set(read_store_history(LocalStore(tmp_path))["run_id"])) == ["a", "b"]
-    versions = LocalStore(tmp_path).list_versions("eval_results/history")
+    write_files_manifest(staged, "eval_results", published=True)
+    publish("b")
+    versions = LocalStore(tmp_path).list_versions("eval_results")
     assert len(versions) == 2 and not any("/.staging" in v for v in versions)

@@ -370,9 +370,9 @@ def history_rows(evaluations) -> object:
     with its evaluation's run and time, sorted by time; a run that evaluated twice keeps its latest rows."""
     import polars as pl
 
-    latest: dict[str, tuple] = {}
-    for run_id, timestamp, rows in evaluations:
-        key = f"{run_id}/{rows[0]['window'] if rows else ''}"
+    latest: dict[object, tuple] = {}
+    for index, (run_id, timestamp, rows) in enumerate(evaluations):
+        key = (run_id, rows[0]["window"] if rows else "") if run_id else index  # a runless report is its own
         if key not in latest or timestamp >= latest[key][1]:
             latest[key] = (run_id, timestamp, rows)
     table = [{"timestamp": timestamp, "run_id": run_id, **row} for run_id, timestamp, rows in latest.values()

@@ -17,13 +17,13 @@ from rhythm_pipeline.defs.resources import ArtifactStoreResource
 from rhythm_pipeline.settings import ACTIVE_GRADER
 
 
-def _latest_materialization(context: dg.AssetCheckExecutionContext, key: dg.AssetKey):
+def _latest_materialization(context: dg.AssetCheckExecutionContext, asset):
     """The latest materialization of `key` (of the run's partition, in a run of one), or None. The checks read
     what a materialization recorded rather than take the asset as an input, so that they run on a partitioned
     asset in the run of any one partition, or alone on its latest materialization."""
-    partitions = [context.partition_key] if context.has_partition_key else None
-    records = context.instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=key, asset_partitions=partitions),
-                                                      limit=1).records
+    partitioned = asset.partitions_def is not None and context.has_partition_key
+    records = context.instance.fetch_materializations(dg.AssetRecordsFilter(
+        asset_key=asset.key, asset_partitions=[context.partition_key] if partitioned else None), limit=1).records
     return records[0].asset_materialization if records else None
 
 
@@ -32,7 +32,7 @@ def _files_unchanged(asset) -> dg.AssetChecksDefinition:
                     description="The artifact's files are the ones its latest materialization published (every "
                                 "file's sha256 against the record whose digest the materialization holds).")
     def files_unchanged(context: dg.AssetCheckExecutionContext, artifacts: ArtifactStoreResource) -> dg.AssetCheckResult:
-        materialization = _latest_materialization(context, asset.key)
+        materialization = _latest_materialization(context, asset)
         metadata = materialization.metadata if materialization else {}
         if "artifact_path" not in metadata:
             return dg.AssetCheckResult(passed=False, severity=dg.AssetCheckSeverity.ERROR,
@@ -56,7 +56,7 @@ FILES_UNCHANGED = [_files_unchanged(asset) for asset in (teacher_trajectories, r
 def _published(context: dg.AssetCheckExecutionContext, asset, artifacts: ArtifactStoreResource) -> tuple[str, dict] | None:
     """(the local path of the asset's latest artifact, fetched and checked against its recorded digest, its
     metadata as plain values), or None where it has none."""
-    materialization = _latest_materialization(context, asset.key)
+    materialization = _latest_materialization(context, asset)
     if materialization is None or "artifact_path" not in materialization.metadata:
         return None
     metadata = {k: getattr(v, "value", v) for k, v in materialization.metadata.items()}

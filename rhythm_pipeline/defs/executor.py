@@ -140,7 +140,7 @@ def k8s_gpu_tags(gpus: int = 1) -> dict[str, str]:
     """Op tags that put a step's pod on a GPU node with `gpus` GPUs (its container's `nvidia.com/gpu` limit),
     under the k8s_job_executor (which merges them over step_k8s_config; per_step_k8s_config overrides them);
     inert under any other executor. Every step that loads a model carries them, whoever launches the run."""
-    if not isinstance(gpus, int) or gpus < 1:
+    if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 1:
         raise ValueError(f"a model step's GPUs must be a whole number of at least 1, got {gpus!r}")
     config = {"container_config": {"resources": {"limits": {"nvidia.com/gpu": str(gpus)}}},
               "pod_spec_config": {"node_selector": GPU_NODE_SELECTOR, "tolerations": [GPU_TOLERATION]}}

@@ -7,7 +7,8 @@
   the headline student is registered from it; the weekly schedule runs it, a backfill evaluates many.
 - `regrade`: the grading assets, from stored trajectories, for a window (no teacher call, no model run).
 - `rhythm_lineage_long`, `rhythm_lineage_published`: `training` with a preset's config (its teacher shards
-  are added and played first, docs/operations.md).
+  are added and played first, docs/operations.md); `published_teacher` and `published_evaluation` are the
+  published recipe's teacher shard and evaluation windows.
 
 The whole lineage at once is an asset backfill over the three partitionings (the UI's "Materialize all",
 `make demo`, `python -m rhythm_pipeline.ops lineage`)."""
@@ -59,6 +60,10 @@ PUBLISHED_TEACHER = {"backend": "openai", "model": "gpt-5.4", "reasoning_effort"
 PUBLISHED_COMPUTE = {"backend": "hf_jobs", "hf_flavor": "a10g-large", "hf_max_usd": 5.0, "hf_token": {"env": "HF_TOKEN"}}
 PUBLISHED_CONFIG = {"ops": {**preset_ops("published"), "sft_dataset": {"config": {"teacher_shards": ["1000-1299"]}}},
                     "resources": {"compute": {"config": PUBLISHED_COMPUTE}}}
+published_teacher = dg.define_asset_job(
+    "published_teacher", selection=["teacher_trajectories"], partitions_def=TEACHER_SHARDS,
+    description="The published recipe's teacher: gpt-5.4 (OpenAI API) plays a shard (1000-1299) under a $40 cap.",
+    config={"resources": {"teacher": {"config": PUBLISHED_TEACHER}}})
 rhythm_lineage_published = dg.define_asset_job(
     "rhythm_lineage_published",
     selection=TRAINING,
@@ -66,6 +71,10 @@ rhythm_lineage_published = dg.define_asset_job(
                 "(a10g-large, each job under a $5 cap), on the shard 1000-1299 of gpt-5.4 (OpenAI API).",
     config=PUBLISHED_CONFIG,
 )
+published_evaluation = dg.define_asset_job(
+    "published_evaluation", selection=["eval_rollouts", "eval_results", "registered_student"],
+    partitions_def=EVAL_WINDOWS, description="The published recipe's students play a window on Hugging Face Jobs.",
+    config={"resources": {"compute": {"config": PUBLISHED_COMPUTE}}})
 
 # Every window a partition: the weekly schedule evaluates the next one; a backfill evaluates any.
 reevaluate = dg.define_asset_job("reevaluate", selection=["eval_rollouts", "eval_results", "registered_student"],
