@@ -36,6 +36,8 @@ def is_transient(exc: BaseException) -> bool:
     seen = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
+        if getattr(exc, "transient", False):  # an error that says so itself (the store's unreachable endpoint)
+            return True
         if isinstance(exc, UserError):
             return False
         if isinstance(exc, ConnectionError | TimeoutError) or type(exc).__name__ in _TRANSIENT_NAMES:

@@ -10,7 +10,8 @@ the server's and Dagster's output, library logs, the training subprocesses' outp
 under the instance's storage, named at the start and the end. The backfill and its runs stay in the UI of
 the same DAGSTER_HOME (`make ui`), where they re-execute like any other.
 
-`RHYTHM_DEMO_RUN_CONFIG` (a JSON file of run config) overrides the asset defaults, for a small run.
+`RHYTHM_DEMO_RUN_CONFIG` (a JSON file of run config) overrides the asset defaults, and `RHYTHM_DEMO_SHARD`
+the teacher shard, for a small run.
 """
 
 from __future__ import annotations
@@ -178,9 +179,9 @@ DEMO_WINDOW = "0"
 DEMO_TAG = "rhythm/demo"
 
 
-def demo_partitions(assets: list[str], partitioned: dict[str, str]) -> dict[str, list[str] | None]:
+def demo_partitions(assets: list[str], partitioned: dict[str, str], shard: str = DEMO_SHARD) -> dict[str, list[str] | None]:
     """Each asset of the backfill with its partitions: the demo's shard, its window, or None (unpartitioned)."""
-    chosen = {"teacher_shards": [DEMO_SHARD], "eval_windows": [DEMO_WINDOW]}
+    chosen = {"teacher_shards": [shard], "eval_windows": [DEMO_WINDOW]}
     return {asset: chosen[partitioned[asset]] if asset in partitioned else None for asset in assets}
 
 
@@ -192,6 +193,8 @@ def _run_demo() -> int:
 
     from rhythm_core import CPU_KERNELS
     from rhythm_core.errors import UserError
+    from rhythm_core.evaluation.steps import remove_run_staging
+    from rhythm_core.teacher.shards import shard_range
     from rhythm_pipeline.backfills import FINISHED, backfill_status, cancel_backfill, launch_asset_backfill
     from rhythm_pipeline.definitions import defs
     from rhythm_pipeline.defs.partitions import BACKFILL_TAG, TEACHER_SHARDS
@@ -219,9 +222,15 @@ def _run_demo() -> int:
     run_config = {"execution": {"config": {"in_process": True}}}  # each run's steps in its own process, every core
     if os.environ.get("RHYTHM_DEMO_RUN_CONFIG"):
         run_config.update(json.loads(Path(os.environ["RHYTHM_DEMO_RUN_CONFIG"]).read_text()))
-    if DEMO_SHARD not in instance.get_dynamic_partitions(TEACHER_SHARDS.name):
-        instance.add_dynamic_partitions(TEACHER_SHARDS.name, [DEMO_SHARD])
-    say(f"rhythm demo: one backfill of {len(assets)} stages, teacher shard {DEMO_SHARD}, evaluation window "
+    shard = os.environ.get("RHYTHM_DEMO_SHARD") or DEMO_SHARD
+    try:
+        shard_range(shard)
+    except ValueError as exc:
+        print(f"rhythm demo: RHYTHM_DEMO_SHARD: {exc}", file=sys.stderr)
+        return 2
+    if shard not in instance.get_dynamic_partitions(TEACHER_SHARDS.name):
+        instance.add_dynamic_partitions(TEACHER_SHARDS.name, [shard])
+    say(f"rhythm demo: one backfill of {len(assets)} stages, teacher shard {shard}, evaluation window "
         f"{DEMO_WINDOW} (DAGSTER_HOME={instance.root_directory})")
     say(f"full log: {log_path}")
     say(f"cpu kernels: {CPU_KERNELS}")
@@ -247,23 +256,30 @@ def _run_demo() -> int:
 
     done = threading.Event()
     watcher = threading.Thread(target=_watch, args=(instance, runs_of, assets, say, done), daemon=True)
+    interrupted = False
     with dev_server(Path(instance.root_directory), log_path) as server:
         try:
-            backfill_id = launch_asset_backfill(server, demo_partitions(assets, partitioned), run_config=run_config,
+            backfill_id = launch_asset_backfill(server, demo_partitions(assets, partitioned, shard), run_config=run_config,
                                                 title="make demo", tags={DEMO_TAG: "true"})
             say(f"backfill {backfill_id}: its runs start as the daemon launches them")
             watcher.start()
             while (status := backfill_status(server, backfill_id)) not in FINISHED:
                 time.sleep(2)
-        except BaseException:
+        except KeyboardInterrupt:
+            interrupted, status = True, "interrupted"
             if backfill_id is not None:
                 with contextlib.suppress(Exception):  # the server stops next, and every run with it
                     cancel_backfill(server, backfill_id)
-            raise
         finally:
             done.set()
             if watcher.is_alive():
                 watcher.join(timeout=30)
+    if interrupted:  # the server and its runs are gone: say so in the instance, and drop what they staged
+        for run_id in runs_of():
+            run = instance.get_run_by_id(run_id)
+            if run is not None and not run.is_finished:
+                instance.report_run_failed(run)
+            remove_run_staging(artifact_store_from_env().store(instance), run_id)
     wall = time.perf_counter() - start
 
     run_ids = runs_of()
@@ -272,7 +288,8 @@ def _run_demo() -> int:
         run.status == dg.DagsterRunStatus.SUCCESS for run in runs)
     events = [entry.dagster_event for run_id in run_ids for entry in instance.all_logs(run_id)
               if entry.dagster_event is not None]
-    say(f"\nbackfill {backfill_id}: {'SUCCESS' if success else status} in {wall:.0f} s ({len(runs)} runs)")
+    outcome = "SUCCESS" if success else f"FAILURE ({status})"
+    say(f"\nbackfill {backfill_id}: {outcome} in {wall:.0f} s ({len(runs)} runs)")
     materialized = {}
     for event in events:
         if event.event_type == dg.DagsterEventType.ASSET_MATERIALIZATION:
@@ -298,7 +315,7 @@ def _run_demo() -> int:
     for line in where_to_look(materialized, backfill_id):
         say(line)
     say(f"full log: {log_path}")
-    return 0 if success else 1
+    return 130 if interrupted else 0 if success else 1
 
 
 def where_to_look(materialized: dict, backfill_id: str | None) -> list[str]:

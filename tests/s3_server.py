@@ -43,6 +43,8 @@ class S3Server:
     endpoint: str
     process: subprocess.Popen
     root: Path
+    command: list[str]
+    env_vars: dict
 
     @property
     def env(self) -> dict[str, str]:
@@ -59,6 +61,40 @@ class S3Server:
     def make_bucket(self, name: str) -> str:
         self.filesystem().mkdir(name)
         return name
+
+    def stop(self) -> None:
+        """Take the server down (its ports refuse connections); its data stays for `start`."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+
+    def start(self, timeout_s: float = 60.0) -> None:
+        """Start the server again on the same ports and data (after `stop`), once its S3 port answers."""
+        with open(self.root / "weed.out", "ab") as out:
+            self.process = subprocess.Popen(self.command, env=self.env_vars, stdout=out, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL, start_new_session=True)
+        _wait_for_s3(self, timeout_s)
+
+
+def _wait_for_s3(server: S3Server, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if server.process.poll() is not None:
+            raise RuntimeError(f"weed exited with {server.process.returncode}: "
+                               + (server.root / "weed.out").read_text(errors="replace")[-2000:])
+        try:
+            urllib.request.urlopen(server.endpoint + "/healthz", timeout=1)
+            return
+        except urllib.error.HTTPError:
+            return  # the S3 gateway answers (403 without credentials)
+        except OSError:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"SeaweedFS did not answer on {server.endpoint} within {timeout_s:.0f} s") from None
+            time.sleep(0.1)
 
 
 @contextlib.contextmanager
@@ -83,31 +119,12 @@ def seaweedfs(root: Path, timeout_s: float = 60.0):
     with open(root / "weed.out", "wb") as out:
         process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                    start_new_session=True)
-    endpoint = f"http://127.0.0.1:{s3}"
+    server = S3Server(f"http://127.0.0.1:{s3}", process, root, command, env)
     try:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"weed exited with {process.returncode}: "
-                                   + (root / "weed.out").read_text(errors="replace")[-2000:])
-            try:
-                urllib.request.urlopen(endpoint + "/healthz", timeout=1)
-                break
-            except urllib.error.HTTPError:
-                break  # the S3 gateway answers (403 without credentials)
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"SeaweedFS did not answer on {endpoint} within {timeout_s:.0f} s") from None
-                time.sleep(0.1)
-        yield S3Server(endpoint, process, root)
+        _wait_for_s3(server, timeout_s)
+        yield server
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(15)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+        server.stop()
         ours = {str(p) for p in (master_grpc, volume_grpc, filer_grpc, s3_grpc, admin_grpc)}
         for stale in Path("/tmp").glob("seaweedfs-*-grpc-*.sock"):  # weed puts these in /tmp whatever TMPDIR says
             if stale.stem.rsplit("-", 1)[-1] in ours:

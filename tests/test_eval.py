@@ -455,11 +455,10 @@ def test_recovery_is_the_share_of_the_teachers_margin_over_the_heuristic():
 def test_the_belief_check_judges_the_paired_gap_against_its_noise(tmp_path):
     """The student's belief gap to the teacher is paired week by week; the check fails only when it
     exceeds 0.02 by more than two standard errors (a CPU's rounding moved the OOD gap to 0.028 ± 0.009)."""
-    import json
 
     from rhythm_core.evaluation.results import paired_belief_gap
     from rhythm_env.sim.episode import EpisodeBatch
-    from rhythm_pipeline.defs.checks import student_belief_close_to_teacher
+    from rhythm_pipeline.defs.checks import belief_verdict
 
     def batch(seeds, maes):
         fake = EpisodeBatch.__new__(EpisodeBatch)
@@ -475,14 +474,7 @@ def test_the_belief_check_judges_the_paired_gap_against_its_noise(tmp_path):
         agents = {"bayes": {"final_score": 0.6, "belief_mae": 0.118, "invalid_rate": 0.0},
                   "student_sft": {"final_score": 0.6, "belief_mae": 0.118 + mean, "invalid_rate": 0.0,
                                   "belief_gap_vs_teacher": {"mean": mean, "se": se, "n": 50}}}
-        path = tmp_path / "eval_results.json"
-        path.write_text(json.dumps({"conditions": {"ood": {"agents": agents}}}))
-        import dagster as dg
-
-        from rhythm_pipeline.defs.resources import ArtifactStoreResource
-
-        return student_belief_close_to_teacher(dg.build_asset_check_context(), eval_results={"json": str(path)},
-                                               artifacts=ArtifactStoreResource())
+        return belief_verdict({"conditions": {"ood": {"agents": agents}}})
 
     within_noise = run_check(0.028, 0.009)
     assert within_noise.passed and "within noise: ood/student_sft" in within_noise.description

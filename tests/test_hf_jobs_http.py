@@ -19,7 +19,8 @@ from rhythm_core.compute.wheels import build_wheels
 from rhythm_core.training.publish import train_and_publish
 from rhythm_pipeline.defs.resources import ComputeResource
 from tests.hub_server import serve
-from tests.test_pipeline_training import ALL, RESOURCES, SMALL
+from tests.partitioned import materialize_lineage
+from tests.test_pipeline_training import ALL, RESOURCES, SMALL, SMALL_SHARDS
 
 pytestmark = pytest.mark.slow
 
@@ -29,8 +30,8 @@ SFT = {"max_steps": 4, "short_context_steps": 0, "report_to": "none"}
 
 def lineage(instance, compute, artifacts: Path, monkeypatch, server=None) -> dict:
     monkeypatch.setenv("RHYTHM_ARTIFACTS", str(artifacts))
-    result = dg.materialize(ALL, instance=instance, resources={**RESOURCES, "compute": compute}, run_config=SMALL,
-                            raise_on_error=False)
+    result = materialize_lineage(ALL, instance, shards=SMALL_SHARDS, resources={**RESOURCES, "compute": compute},
+                                 run_config=SMALL, raise_on_error=False)
     assert result.success, "\n".join(f"--- job {j.labels}: {j.stage} {j.message}\n" + "\n".join(line.text for line in j.log[-30:])
                                       for j in (server.jobs.values() if server else []))
     return {e.asset_key.to_user_string(): e.event_specific_data.materialization
@@ -162,8 +163,9 @@ def merged(base: dict, override: dict) -> dict:
 
 # rhythm_lineage_published's own config with only its sizes shrunk (the stand-in trains from random
 # weights, so its answers are noise played out to the token budget) and the three services local.
+PUBLISHED_SHARD = "1000-1003"
 PUBLISHED_SMALL = {"ops": {
-    "teacher_trajectories": {"config": {"seeds": "1000-1003"}},
+    "sft_dataset": {"config": {"teacher_shards": [PUBLISHED_SHARD]}},
     "sft_checkpoint": {"config": {"max_steps": 2, "report_to": "mlflow"}},
     "grpo_checkpoint": {"config": {"max_steps": 1, "teacher_prompts": 8, "student_episodes": 0, "validation_weeks": 2,
                                    "max_completion_length": 16}},
@@ -173,8 +175,8 @@ PUBLISHED_SMALL = {"ops": {
 
 
 def test_the_published_recipe_runs_as_jobs_on_a_qwen2_shaped_stand_in(tmp_path, monkeypatch):
-    """rhythm_lineage_published as Dagster defines it (API teacher, Qwen2.5-3B-Instruct with LoRA,
-    training and evaluation as a10g-large jobs under a $5 cap), against the local Hub/Jobs and OpenAI
+    """The published recipe's three jobs as Dagster defines them (the API teacher on its shard; Qwen2.5-3B-Instruct
+    with LoRA trained, then evaluated, as a10g-large jobs under a $5 cap), against the local Hub/Jobs and OpenAI
     servers: the jobs download "Qwen/Qwen2.5-3B-Instruct" from the Hub (a random-weight Qwen2 model
     with Qwen2's tokenizer, rhythm_core/training/qwen2_standin.py), train its LoRA adapter, play it, and the run
     records what each job cost. No process that imported Dagster loads a model."""
@@ -186,7 +188,7 @@ def test_the_published_recipe_runs_as_jobs_on_a_qwen2_shaped_stand_in(tmp_path, 
     from rhythm_core.training.qwen2_standin import REPO_ID, build_qwen2_standin
     from rhythm_core.training.tiny import corpus_from_dataset
     from rhythm_pipeline.definitions import defs
-    from rhythm_pipeline.defs.jobs import PUBLISHED_CONFIG
+    from rhythm_pipeline.defs.jobs import PUBLISHED_CONFIG, published_evaluation, published_teacher
     from tests.openai_server import serve as serve_openai
 
     data = dataset_stage(teacher_stage(TeacherSettings(), "continuous", "1000-1001", tmp_path / "corpus"), tmp_path / "corpus")
@@ -201,18 +203,27 @@ def test_the_published_recipe_runs_as_jobs_on_a_qwen2_shaped_stand_in(tmp_path, 
         api = HfApi(endpoint=hub.url, token=hub.token)
         api.create_repo(REPO_ID, private=False)
         api.upload_folder(repo_id=REPO_ID, folder_path=str(standin))
-        config = merged(merged(PUBLISHED_CONFIG, PUBLISHED_SMALL), {"resources": {
-            "teacher": {"config": {"base_url": teacher.base_url}},
-            "compute": {"config": {"hf_endpoint": hub.url}}}})
-        result = defs.resolve_job_def("rhythm_lineage_published").execute_in_process(
-            run_config=config, instance=instance, raise_on_error=False)
+        instance.add_dynamic_partitions("teacher_shards", [PUBLISHED_SHARD])
+        on_hub = {"resources": {"compute": {"config": {"hf_endpoint": hub.url}}}}
+        small = {k: v for k, v in PUBLISHED_SMALL["ops"].items() if k != "eval_rollouts"}
+        runs = [("published_teacher", merged(published_teacher.config, {"resources": {
+                     "teacher": {"config": {"base_url": teacher.base_url}}}}), PUBLISHED_SHARD),
+                ("rhythm_lineage_published", merged(merged(PUBLISHED_CONFIG, {"ops": small}), on_hub), None),
+                ("published_evaluation", merged(merged(published_evaluation.config, on_hub), {"ops": {
+                    "eval_rollouts": PUBLISHED_SMALL["ops"]["eval_rollouts"]}}), "0")]
+        results = []
+        for job, config, partition in runs:
+            results.append(defs.resolve_job_def(job).execute_in_process(run_config=config, instance=instance,
+                                                                         partition_key=partition, raise_on_error=False))
+            if not results[-1].success:
+                break
         jobs = list(hub.jobs.values())
-        assert result.success, "\n".join(f"--- job {j.labels}: {j.stage} {j.message}\n" + "\n".join(line.text for line in j.log[-40:])
-                                          for j in jobs)
+        assert all(r.success for r in results) and len(results) == 3, "\n".join(
+            f"--- job {j.labels}: {j.stage} {j.message}\n" + "\n".join(line.text for line in j.log[-40:]) for j in jobs)
         downloads = [r for r in hub.requests if r.method == "GET" and r.path.startswith(f"/{REPO_ID}/resolve/")
                      and r.path.endswith("/model.safetensors")]
     events = {e.asset_key.to_user_string(): e.event_specific_data.materialization
-              for e in result.get_asset_materialization_events()}
+              for result in results for e in result.get_asset_materialization_events()}
     assert sorted(j.labels["rhythm_stage"] for j in jobs) == ["grpo", "play", "play", "play", "sft"]
     assert {j.stage for j in jobs} == {"COMPLETED"} and {j.flavor for j in jobs} == {"a10g-large"}
     # every job fetched the base model from the Hub (SFT its base, GRPO and the play jobs the adapter's)

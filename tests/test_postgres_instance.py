@@ -158,9 +158,8 @@ def test_data_half_on_postgres_instance(postgres_server, postgres_home, tmp_path
         assert isinstance(instance.run_storage, PostgresRunStorage)
         assert isinstance(instance.event_log_storage, PostgresEventLogStorage)
         assert isinstance(instance.run_coordinator, QueuedRunCoordinator)
-        result = defs.resolve_job_def("data_half").execute_in_process(
-            instance=instance, run_config={"ops": {"teacher_trajectories": {"config": {"seeds": "1000-1007"}}}},
-        )
+        instance.add_dynamic_partitions("teacher_shards", ["1000-1007"])
+        result = defs.resolve_job_def("data_half").execute_in_process(instance=instance, partition_key="1000-1007")
         assert result.success
         run_id = result.run_id
 

@@ -16,7 +16,6 @@ from tests.test_pipeline_training import SMALL as PIPELINE_SMALL
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = {"ops": {
-    "teacher_trajectories": {"config": {"seeds": "1000-1007"}},
     "sft_checkpoint": {"config": {"max_steps": 10, "short_context_steps": 0}},
     "grpo_checkpoint": PIPELINE_SMALL["ops"]["grpo_checkpoint"],
     "eval_rollouts": {"config": {"continuous_seeds": "0-3", "ood_seeds": "10000-10001",
@@ -41,7 +40,7 @@ def test_grader_switch_marks_and_regrades_only_the_grading_assets(tmp_path):
     home.mkdir()
     shutil.copy(REPO / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
 
-    full = ops(home, artifacts, "v3", "run", "rhythm_lineage", "--config", json.dumps(SMALL))
+    full = ops(home, artifacts, "v3", "lineage", "--shards", "1000-1007", "--window", "0", "--config", json.dumps(SMALL))
     assert full["success"]
     fresh = ops(home, artifacts, "v3", "status")
     assert set(fresh.values()) == {"FRESH"}, json.dumps(fresh)
@@ -65,7 +64,7 @@ def test_grader_switch_marks_and_regrades_only_the_grading_assets(tmp_path):
     sft.write_text("# only a comment\n" + sft.read_text())
     assert set(ops(home, artifacts, "v3", "status", pythonpath=commented).values()) == {"FRESH"}
 
-    regrade = ops(home, artifacts, "v2", "run", "regrade")
+    regrade = ops(home, artifacts, "v2", "run", "regrade", "--partition", "0")
     assert regrade["success"]
     after = ops(home, artifacts, "v2", "status")
     assert set(after.values()) == {"FRESH"}, after

@@ -48,7 +48,7 @@ def _summary(home: Path) -> dict:
             event = instance.get_latest_materialization_event(dg.AssetKey(key))
             latest[key] = event.asset_materialization
         checks = {}
-        for record in instance.all_logs(runs[-1].run_id):
+        for record in [r for run in runs for r in instance.all_logs(run.run_id)]:
             event = record.dagster_event
             if event is not None and event.event_type == dg.DagsterEventType.ASSET_CHECK_EVALUATION:
                 data = event.event_specific_data
@@ -57,16 +57,17 @@ def _summary(home: Path) -> dict:
     return {"sft": latest["sft_checkpoint"].tags["dagster/data_version"],
             "grpo": latest["grpo_checkpoint"].tags["dagster/data_version"], "scores": scores, "checks": checks,
             "artifact_path": latest["eval_results"].metadata["artifact_path"].value,
-            "status": [r.status.value for r in runs]}
+            "status": sorted({r.status.value for r in runs})}
 
 
 def test_the_lineage_on_s3_with_empty_caches_matches_a_local_root_and_regrades_from_the_store(tmp_path):
-    from tests.test_pipeline_training import SMALL
+    from tests.test_pipeline_training import SMALL, SMALL_SHARDS
 
     config = tmp_path / "run_config.json"  # the demo's lineage, small, on the multiprocess executor
     config.write_text(json.dumps({**SMALL, **MULTIPROCESS}))
     base = {k: v for k, v in os.environ.items() if not k.startswith(("RHYTHM_", "AWS_"))}
     base["RHYTHM_DEMO_RUN_CONFIG"] = str(config)
+    base["RHYTHM_DEMO_SHARD"] = SMALL_SHARDS[0]
 
     local_home = _home(tmp_path / "local")
     done = _run(["rhythm_pipeline.demo"], {**base, "DAGSTER_HOME": str(local_home)})
@@ -99,28 +100,27 @@ def test_the_lineage_on_s3_with_empty_caches_matches_a_local_root_and_regrades_f
         assert not [p for p in listed if "/.staging-run-" in p]  # the play steps' shared files are gone
 
         shutil.rmtree(caches)  # another machine: nothing local at all
-        regrade = _run(["rhythm_pipeline.ops", "run", "regrade"], {**env, "RHYTHM_GRADER": "v2"})
+        regrade = _run(["rhythm_pipeline.ops", "run", "regrade", "--partition", "0"], {**env, "RHYTHM_GRADER": "v2"})
         assert regrade.returncode == 0, regrade.stdout[-3000:] + regrade.stderr[-3000:]
         assert json.loads(regrade.stdout.strip().splitlines()[-1])["success"]
         assert not (store_home / "storage" / "rhythm").exists()
 
         # A change on the store behind a warm cache: the next regrade fails naming the file.
         warm = {**env, "RHYTHM_GRADER": "v2", "RHYTHM_ARTIFACT_CACHE": str(tmp_path / "warm")}
-        assert _run(["rhythm_pipeline.ops", "run", "regrade"], warm).returncode == 0  # fills the cache
+        assert _run(["rhythm_pipeline.ops", "run", "regrade", "--partition", "0"], warm).returncode == 0  # fills the cache
         fs = s3.filesystem()
         record_key = next(p for p in listed if "/teacher_trajectories/" in p and p.endswith("/.rhythm-files.json"))
         record = json.loads(fs.cat_file(record_key))
         data = f"{record_key.rsplit('/', 1)[0]}/.rhythm-data/{record['data']}/trajectories.jsonl"
         original = fs.cat_file(data)
         fs.pipe_file(data, original.replace(b"}", b"} ", 1))
-        failed = _run(["rhythm_pipeline.ops", "run", "regrade"], warm)
+        failed = _run(["rhythm_pipeline.ops", "run", "regrade", "--partition", "0"], warm)
         assert failed.returncode == 1
         assert "trajectories.jsonl: changed after it was published" in failed.stdout + failed.stderr
 
 
 # The lineage through SFT, small: both SFT phases (short context, then whole weeks) on 8 teacher weeks.
-THROUGH_SFT = {"ops": {"teacher_trajectories": {"config": {"seeds": "1000-1007"}},
-                       "sft_checkpoint": {"config": {"max_steps": 4, "short_context_steps": 2}}}}
+THROUGH_SFT = {"ops": {"sft_checkpoint": {"config": {"max_steps": 4, "short_context_steps": 2}}}}
 
 
 def _through_sft(home: Path) -> tuple[dict, Path]:
@@ -136,8 +136,10 @@ def _through_sft(home: Path) -> tuple[dict, Path]:
                  "tracking": TrackingResource(enabled=False), "artifacts": ArtifactStoreResource()}
     home.mkdir(parents=True)
     with dg.instance_for_test(temp_dir=str(home)) as instance:
-        result = dg.materialize([teacher_trajectories, reeval_report, sft_dataset, sft_checkpoint], instance=instance,
-                                resources=resources, run_config=THROUGH_SFT)
+        from tests.partitioned import materialize_lineage
+
+        result = materialize_lineage([teacher_trajectories, reeval_report, sft_dataset, sft_checkpoint], instance,
+                                     shards=("1000-1007",), resources=resources, run_config=THROUGH_SFT)
         assert result.success
         return ({key: result.output_for_node(key) for key in ("sft_dataset", "sft_checkpoint")},
                 Path(instance.storage_directory()))

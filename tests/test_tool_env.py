@@ -185,8 +185,8 @@ def test_grpo_trainer_trains_two_steps_with_the_environment_factory(tool_tokeniz
     dataset = env_prompt_dataset("continuous", "1000-1003")
     config = GRPOConfig(output_dir=str(tmp_path / "grpo"), max_steps=2, per_device_train_batch_size=2,
                         num_generations=2, max_completion_length=48, learning_rate=1e-3, logging_steps=1,
-                        report_to="none", use_cpu=True, save_strategy="no", seed=0, max_tool_calling_iterations=4,
-                        shuffle_dataset=False)  # step k plays row k, twice (a group of 2)
+                        report_to="none", use_cpu=True, bf16=False, save_strategy="no", seed=0,
+                        max_tool_calling_iterations=4, shuffle_dataset=False)  # step k plays row k, twice (a group of 2)
     trainer = GRPOTrainer(model=model, args=config, train_dataset=dataset, processing_class=tokenizer,
                           environment_factory=RhythmToolEnv)
     trainer.train()
@@ -213,7 +213,8 @@ def test_grpo_trainer_without_a_dataset_plays_one_week_per_prompt(tool_tokenizer
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
     config = GRPOConfig(output_dir=str(tmp_path / "grpo"), max_steps=2, per_device_train_batch_size=4,
                         num_generations=2, max_completion_length=16, learning_rate=1e-3, logging_steps=1,
-                        report_to="none", use_cpu=True, save_strategy="no", seed=0, max_tool_calling_iterations=2)
+                        report_to="none", use_cpu=True, bf16=False, save_strategy="no", seed=0,
+                        max_tool_calling_iterations=2)
     groups = WeekGroups(num_generations=2, seed=3)  # a batch of 4 rollouts: two prompts of two generations
     trainer = GRPOTrainer(model=model, args=config, processing_class=tokenizer, environment_factory=groups)
     trainer.train()

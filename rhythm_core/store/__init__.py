@@ -18,6 +18,7 @@ from .base import (
     ArtifactStore,
     Publication,
     StoreUnavailable,
+    StoreUnreachable,
     artifact_ref,
     open_store,
     split_url,
@@ -71,7 +72,7 @@ from .records import (
 __all__ = [
     "ARTIFACTS_VAR", "CACHE_VAR", "FETCHED_STAMP", "FILES_MANIFEST", "LOG_PREFIX", "MARKERS", "STAGING_PREFIX",
     "ArtifactChanged", "ArtifactStore", "LocalStore", "ObjectStore", "OutputRefused", "Publication", "StageIncomplete",
-    "StoreUnavailable", "artifact_ref", "artifact_root", "atomic_write_bytes", "atomic_write_json", "atomic_write_text",
+    "StoreUnavailable", "StoreUnreachable", "artifact_ref", "artifact_root", "atomic_write_bytes", "atomic_write_json", "atomic_write_text",
     "check_input_file", "check_output_dir", "check_output_file", "check_output_root", "check_record",
     "exchange_dirs", "files_digest", "path_under", "is_artifact", "is_version_folder", "jsonl_line", "open_store", "publish_dir",
     "read_record", "rebase_paths", "record_digest", "remove_stale_staging", "replaceable", "sha256_dir",

@@ -28,6 +28,12 @@ class StoreUnavailable(UserError, RuntimeError):
     not answer, refused credentials or a bucket that does not exist. One line naming the variable."""
 
 
+class StoreUnreachable(StoreUnavailable):
+    """The store's endpoint did not answer: a fault that may pass, so a step retries it (`transient`)."""
+
+    transient = True
+
+
 @dataclass(frozen=True)
 class Publication:
     """What publishing a version did. `adopted`: the version was already published (or another writer

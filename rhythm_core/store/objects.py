@@ -26,7 +26,7 @@ import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
-from .base import ARTIFACTS_VAR, ArtifactStore, Publication, StoreUnavailable
+from .base import ARTIFACTS_VAR, ArtifactStore, Publication, StoreUnavailable, StoreUnreachable
 from .cache import VersionCache, trace
 from .files import is_version_folder
 from .outputs import FILES_MANIFEST
@@ -111,7 +111,7 @@ class ObjectStore(ArtifactStore):
                                    f"AWS_SECRET_ACCESS_KEY): {_first_line(exc)}") from None
         except Exception as exc:  # botocore's connection errors are not OSErrors
             endpoint = self._endpoint()
-            raise StoreUnavailable(f"{where}: the store did not answer"
+            raise StoreUnreachable(f"{where}: the store did not answer"
                                    + (f" at {endpoint} (AWS_ENDPOINT_URL)" if endpoint else "")
                                    + f" while {doing}: {_first_line(exc)}") from None
 

@@ -152,7 +152,12 @@ BELIEF_Z = 2.0  # standard errors of the paired gap that make "worse by more tha
     f"{BELIEF_Z:g} standard errors (a CPU's rounding or an SFT seed moves the OOD gap by about one)."))
 def student_belief_close_to_teacher(context: dg.AssetCheckExecutionContext,
                                     artifacts: ArtifactStoreResource) -> dg.AssetCheckResult:
-    gaps = student_gaps(_results_of(context, artifacts))
+    return belief_verdict(_results_of(context, artifacts))
+
+
+def belief_verdict(results: dict) -> dg.AssetCheckResult:
+    """student_belief_close_to_teacher's verdict on an evaluation's results."""
+    gaps = student_gaps(results)
     far = [k for k, v in gaps["belief_mae_vs_teacher"].items()
            if v - BELIEF_MARGIN > BELIEF_Z * gaps["belief_gap_se"].get(k, 0.0)]
     noisy = [k for k, v in gaps["belief_mae_vs_teacher"].items() if v > BELIEF_MARGIN and k not in far]
