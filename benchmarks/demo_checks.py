@@ -3,9 +3,9 @@
     python benchmarks/demo_checks.py --seeds 0,1,2        # what docs/results.md shows: demo.json
     python benchmarks/demo_checks.py --seeds 0 --kernels avx2,native --name demo_kernels
 
-Each (kernels, seed) runs `python -m rhythm_pipeline.demo` (the `rhythm_lineage` job with the asset
+Each (kernels, seed) runs `python -m rhythm_pipeline.demo` (the lineage as one backfill with the asset
 defaults, `sft_checkpoint.seed` set) in a fresh process on a fresh instance, then reads from that
-instance: wall seconds and each stage's seconds, the SFT and GRPO checkpoint versions, the SFT loss,
+instance (every run of the backfill): wall seconds and each stage's seconds, the SFT and GRPO checkpoint versions, the SFT loss,
 the GRPO gate, every player's figures in eval_results.json (v3 and v2 score, CI, recovery of the
 search / the Bayesian teacher's margin, belief MAE, wins, invalid answers), every asset check, and
 the SFT student's belief MAE on the same weeks without the belief's sum (each belief as the student
@@ -57,14 +57,14 @@ def summary(home: Path) -> dict:
     from rhythm_core.evaluation.results import load_results, student_gaps
 
     with dg.DagsterInstance.from_config(str(home)) as instance:
-        run = instance.get_runs(limit=1)[0]
+        runs = instance.get_runs()  # the demo's backfill: a run per piece
 
         def latest(key):
             return instance.get_latest_materialization_event(dg.AssetKey(key)).asset_materialization
 
         sft, grpo, results = latest("sft_checkpoint"), latest("grpo_checkpoint"), latest("eval_results")
         checks, starts, stage_s = {}, {}, {}
-        for record in instance.all_logs(run.run_id):
+        for record in [r for run in runs for r in instance.all_logs(run.run_id)]:
             event = record.dagster_event
             if event is None:
                 continue
@@ -101,7 +101,7 @@ def summary(home: Path) -> dict:
             "players": players, "belief_gap": {k: [v, gaps["belief_gap_se"].get(k)]
                                                for k, v in gaps["belief_mae_vs_teacher"].items()},
             "sft_without_belief_sum": without_sum(sft_model, {c: b["seeds"] for c, b in evaluated["conditions"].items()}),
-            "checks": checks}
+            "checks": checks, "runs": len(runs)}
 
 
 def without_sum(model_dir: str, seeds: dict[str, str]) -> dict:

@@ -1,6 +1,7 @@
-"""The whole lineage two ways, in one run: in-process (`make demo`) vs Dagster's default executor
-path (`dagster asset materialize --select '*'`, what the UI's "Materialize all" runs). Prints the
-wall time of each, the ratio, and every step's duration side by side. Asserts nothing.
+"""The whole lineage two ways, in one run: its runs in-process (`python -m rhythm_pipeline.ops lineage`) vs
+Dagster's default executor path (`dagster job execute` of each piece: the teacher shard, the training half,
+evaluation window 0, on the multiprocess executor the UI's backfills use). Prints the wall time of each, the
+ratio, and every step's duration side by side. Asserts nothing.
 
     python benchmarks/executor_paths.py                              # demo settings
     python benchmarks/executor_paths.py --variant spawn='{"forkserver": false}' \\
@@ -59,9 +60,12 @@ STEP_TIMES = """
 import json, dagster as dg
 from dagster import DagsterEventType
 instance = dg.DagsterInstance.get()
-run = instance.get_runs(limit=1)[0]
+runs = instance.get_runs()  # every run since the last read: the pieces of one path
+seen = json.loads(open(".seen").read()) if __import__("os").path.exists(".seen") else []
+runs = [r for r in runs if r.run_id not in seen]
+open(".seen", "w").write(json.dumps(seen + [r.run_id for r in runs]))
 starts, times = {}, {}
-for record in instance.all_logs(run.run_id):
+for record in [r for run in runs for r in instance.all_logs(run.run_id)]:
     event = record.dagster_event
     if event is None or event.step_key is None:
         continue
@@ -69,14 +73,15 @@ for record in instance.all_logs(run.run_id):
         starts[event.step_key] = record.timestamp
     elif event.event_type in (DagsterEventType.STEP_SUCCESS, DagsterEventType.STEP_FAILURE):
         times[event.step_key] = [starts.get(event.step_key), record.timestamp, event.event_type_value]
-print(json.dumps({"status": run.status.value, "steps": times}))
+print(json.dumps({"status": ",".join(sorted({run.status.value for run in runs})), "steps": times}))
 """
 
 
 def step_times(home: Path) -> dict:
-    """Per step of the latest run: (start, end, outcome) from its event log, read in a process of its own."""
-    out = subprocess.run([sys.executable, "-c", STEP_TIMES], cwd=REPO, env={**os.environ, "DAGSTER_HOME": str(home)},
-                         capture_output=True, text=True, check=True)
+    """Per step of the runs since the last call: (start, end, outcome) from their event logs, read in a
+    process of its own."""
+    out = subprocess.run([sys.executable, "-c", STEP_TIMES.replace(".seen", str(home / "seen.json"))], cwd=REPO,
+                         env={**os.environ, "DAGSTER_HOME": str(home)}, capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -99,9 +104,10 @@ def main() -> None:
     variants = dict(v.split("=", 1) for v in args.variant) or {"default": "{}"}
     run_config = json.loads(args.config)
 
-    from rhythm_core.evaluation.rollouts import evaluation_window
+    shard = "1000-2999"  # the demo's
 
-    window = {"ops": {"eval_rollouts": {"config": {f"{c}_seeds": s for c, s in evaluation_window(1).items()}}}}
+    def partition(key: str) -> list[str]:
+        return ["--tags", json.dumps({"dagster/partition": key})]
     root = Path(tempfile.mkdtemp(prefix="rhythm-executor-")) if args.keep is None else args.keep
     results: dict[str, dict] = {}
 
@@ -111,25 +117,32 @@ def main() -> None:
 
     if not args.skip_in_process:
         home = fresh_home(root, "in_process")
-        lineage = [sys.executable, "-m", "rhythm_pipeline.ops", "run"]
-        record("in_process", home, run_path(home, [*lineage, "rhythm_lineage", "--config", json.dumps(run_config)]))
+        ops = [sys.executable, "-m", "rhythm_pipeline.ops"]
+        record("in_process", home, run_path(home, [*ops, "lineage", "--shards", shard, "--window", "0", "--config",
+                                                   json.dumps(run_config)]))
         if args.reevaluate:
-            record("in_process reevaluate", home, run_path(home, [*lineage, "reevaluate", "--config", json.dumps(window)]))
+            record("in_process reevaluate", home, run_path(home, [*ops, "run", "reevaluate", "--partition", "1"]))
         if args.regrade:
-            record("in_process regrade (v2)", home, run_path(home, [*lineage, "regrade"], RHYTHM_GRADER="v2"))
+            record("in_process regrade (v2)", home, run_path(home, [*ops, "run", "regrade", "--partition", "0"],
+                                                             RHYTHM_GRADER="v2"))
     for name, executor in ({} if args.skip_multiprocess else variants).items():
         home = fresh_home(root, f"multiprocess_{name}")
         execution = {"execution": {"config": json.loads(executor)}} if json.loads(executor) else {}
-        config_file = home / "run_config.json"  # YAML is a superset of JSON
-        config_file.write_text(json.dumps({**run_config, **execution}))
-        record(f"multiprocess:{name}", home, run_path(home, [
-            str(BIN / "dagster"), "asset", "materialize", "-m", "rhythm_pipeline.definitions", "--select", "*",
-            "-c", str(config_file)]))
+        execute = [str(BIN / "dagster"), "job", "execute", "-m", "rhythm_pipeline.definitions", "-j"]
+        started = time.perf_counter()
+        run_path(home, [str(BIN / "rhythm"), "shards", "add", shard])
+        for job, extra in (("teacher_data", partition(shard)), ("training", []), ("reevaluate", partition("0"))):
+            config_file = home / f"{job}.json"  # YAML is a superset of JSON
+            ops = {k: v for k, v in (run_config.get("ops") or {}).items()
+                   if (k == "teacher_trajectories") == (job == "teacher_data")
+                   and (k == "eval_rollouts") == (job == "reevaluate")}
+            config_file.write_text(json.dumps({**({"ops": ops} if ops else {}), **execution}))
+            run_path(home, [*execute, job, *extra, "-c", str(config_file)])
+        record(f"multiprocess:{name}", home, time.perf_counter() - started)
         if args.reevaluate:
-            (home / "reevaluate.json").write_text(json.dumps({**window, **execution}))
+            (home / "reevaluate.json").write_text(json.dumps(execution))
             record(f"multiprocess:{name} reevaluate", home, run_path(home, [
-                str(BIN / "dagster"), "job", "execute", "-m", "rhythm_pipeline.definitions", "-j", "reevaluate",
-                "-c", str(home / "reevaluate.json")]))
+                *execute, "reevaluate", *partition("1"), "-c", str(home / "reevaluate.json")]))
 
     paths = list(results)
     steps = sorted({s for r in results.values() for s in r["steps"]},

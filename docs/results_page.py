@@ -157,9 +157,13 @@ def fig_demo_log() -> str:
     return "\n".join([
         "```", f"$ make demo        # {machine.get('cores')}-core {machine.get('cpu')} (kernels pinned to "
         f"{run['kernels'].upper()}); times: medians of {len(walls)} runs",
-        f"rhythm demo: job rhythm_lineage, run …, {len(s)} stages (DAGSTER_HOME=…)",
-        "full log: …/storage/logs/demo-….log", *lines, "",
-        f"run …: {'SUCCESS' if run['success'] else 'FAILURE'} in {wall:.0f} s"
+        *([f"rhythm demo: one backfill of {len(s)} stages, teacher shard 1000-2999, evaluation window 0 "
+           "(DAGSTER_HOME=…)", "full log: …/storage/logs/demo-….log",
+           "backfill …: its runs start as the daemon launches them"] if "runs" in run else
+          [f"rhythm demo: job rhythm_lineage, run …, {len(s)} stages (DAGSTER_HOME=…)",
+           "full log: …/storage/logs/demo-….log"]), *lines, "",
+        (f"backfill …: {'SUCCESS' if run['success'] else 'FAILURE'} in {wall:.0f} s ({run['runs']} runs)"
+         if "runs" in run else f"run …: {'SUCCESS' if run['success'] else 'FAILURE'} in {wall:.0f} s")
         + (f"        # the {len(walls)} runs: {_span(walls, '{:.0f}')} s" if len(walls) > 1 else ""),
         f"…  the results table, every asset check ({sum(v == 'passed' for v in checks.values())} of {len(checks)} "
         "passed here, or FAILED with its severity and why),",
@@ -473,7 +477,8 @@ def section_demo(record: dict) -> list[str]:
             f"{stages})" if len(walls) > 1 else f"{wall:.0f} s ({stages})")
     without = run["sft_without_belief_sum"]
     return ["## What `make demo` trains", "",
-            f"The `rhythm_lineage` job with the asset defaults (SFT seed {run['seed']}, kernels pinned to "
+            ("The lineage as one backfill (`make demo`)" if "runs" in run else "The `rhythm_lineage` job")
+            + f" with the asset defaults (SFT seed {run['seed']}, kernels pinned to "
             f"{run['kernels'].upper()}): {took}. Checkpoints `{run['sft_version']}` (SFT, final "
             f"loss {run['final_train_loss']}) and `{run['grpo_version']}` (GRPO; its gate {run['gate']:+.4f} ± "
             f"{num(run['gate_se'], '{:.4f}')} on held-out training weeks; headline `{run['headline']}`). Seeds: "

@@ -60,8 +60,7 @@ def materialize_lineage(assets: list, instance, *, shards=("1000-1015",), window
             for key in asset.keys:
                 for parent in asset.asset_deps[key]:
                     children.setdefault(parent, set()).add(key)
-    shard_keys = [k for k, p in keys.items() if p is not None and p.name == "teacher_shards"] if any(
-        isinstance(p, dg.DynamicPartitionsDefinition) for p in keys.values()) else []
+    shard_keys = [k for k, p in keys.items() if isinstance(p, dg.DynamicPartitionsDefinition)]
     window_keys = [k for k, p in keys.items() if isinstance(p, dg.StaticPartitionsDefinition)]
     after_window, frontier = set(), set(window_keys)
     while frontier:

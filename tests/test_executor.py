@@ -186,9 +186,12 @@ def test_the_whole_lineage_succeeds_through_the_multiprocess_executor_and_loads_
     config = {"ops": {k: v for k, v in SMALL["ops"].items() if k != "eval_rollouts"}}
     (tmp_path / "training.yaml").write_text(yaml.safe_dump(config))
     (tmp_path / "window.yaml").write_text(yaml.safe_dump({"ops": {"eval_rollouts": SMALL["ops"]["eval_rollouts"]}}))
-    for job, extra in (("teacher_data", ["--partition", SMALL_SHARDS[0]]),
+    def partition(key: str) -> list[str]:
+        return ["--tags", json.dumps({"dagster/partition": key})]
+
+    for job, extra in (("teacher_data", partition(SMALL_SHARDS[0])),
                        ("training", ["-c", str(tmp_path / "training.yaml")]),
-                       ("reevaluate", ["--partition", "0", "-c", str(tmp_path / "window.yaml")])):
+                       ("reevaluate", [*partition("0"), "-c", str(tmp_path / "window.yaml")])):
         proc = subprocess.run([str(bin_dir / "dagster"), "job", "execute", "-m", "rhythm_pipeline.definitions",
                                "-j", job, *extra], cwd=REPO, env=env, capture_output=True, text=True, timeout=1800)
         assert proc.returncode == 0, proc.stderr[-4000:]

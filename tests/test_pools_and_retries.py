@@ -1,12 +1,7 @@
-"""Pools and retries on a real instance: two runs that both want the GPU pool never hold it at the same time
-(the embedded instance's one slot), and a step whose artifact store goes down for a while is retried to
-success with nothing played twice."""
+"""Retries on a real store: a step whose artifact store goes down for a while is retried to success with
+nothing played twice. (Pools on a real instance: tests/test_postgres_instance.py.)"""
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -17,50 +12,6 @@ import pytest
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
-
-ONE_SFT_STEP = r"""
-import json, sys, dagster as dg
-from rhythm_pipeline.definitions import defs
-config = {"ops": {"sft_checkpoint": {"config": {"max_steps": 1, "short_context_steps": 0, "report_to": "none",
-                                                "seed": int(sys.argv[1])}}}}
-result = defs.resolve_job_def("training").execute_in_process(
-    instance=dg.DagsterInstance.get(), run_config=config, asset_selection=[dg.AssetKey("sft_checkpoint")])
-print(json.dumps({"run_id": result.run_id, "success": result.success}))
-"""
-
-
-def test_two_runs_that_want_the_gpu_pool_never_hold_it_at_once(tmp_path):
-    home = tmp_path / "home"
-    home.mkdir()
-    shutil.copy(REPO / "dagster_home" / "dagster.yaml", home / "dagster.yaml")  # one slot in every pool
-    env = {**os.environ, "DAGSTER_HOME": str(home), "RHYTHM_ARTIFACTS": str(tmp_path / "artifacts")}
-    with dg.DagsterInstance.from_config(str(home)) as instance:
-        from rhythm_pipeline.definitions import defs
-
-        instance.add_dynamic_partitions("teacher_shards", ["1000-1003"])
-        assert defs.resolve_job_def("data_half").execute_in_process(instance=instance, partition_key="1000-1003").success
-    runs = [subprocess.Popen([sys.executable, "-c", ONE_SFT_STEP, str(seed)], cwd=REPO, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True,
-                             env={**env, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path}/mlflow-{seed}.db"})
-            for seed in (1, 2)]
-    outcomes = []
-    for run in runs:
-        out, err = run.communicate(timeout=900)
-        assert run.returncode == 0, err[-3000:]
-        outcomes.append(json.loads(out.strip().splitlines()[-1]))
-    assert all(o["success"] for o in outcomes)
-    spans, blocked = [], []
-    with dg.DagsterInstance.from_config(str(home)) as instance:
-        for outcome in outcomes:
-            logs = [e for e in instance.all_logs(outcome["run_id"]) if e.step_key == "sft_checkpoint"]
-            start = next(e.timestamp for e in logs if e.dagster_event and e.dagster_event.event_type_value == "STEP_START")
-            end = next(e.timestamp for e in logs if e.dagster_event and e.dagster_event.event_type_value == "STEP_SUCCESS")
-            spans.append((start, end))
-            blocked += [e for e in logs if "blocked by limit for pool gpu" in (e.user_message or "")]
-    (first, second) = sorted(spans)
-    assert first[1] <= second[0], f"both runs held the gpu pool at once: {spans}"
-    assert blocked  # one run waited for the other's slot
-
 
 def test_a_step_whose_store_goes_down_is_retried_to_success_and_plays_nothing_twice(tmp_path, monkeypatch):
     """The teacher's step on an object store that stops answering mid-step for some seconds: the step fails on

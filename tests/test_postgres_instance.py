@@ -6,12 +6,14 @@ it). Without the server binaries it fails; RHYTHM_SKIP_POSTGRES=1 skips it inste
 """
 
 import glob
+import json
 import os
 import pwd
 import secrets
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -192,3 +194,42 @@ def test_data_half_on_postgres_instance(postgres_server, postgres_home, tmp_path
                     "'ASSET_MATERIALIZATION'", (run_id,))
         assert cur.fetchone()[0] == len(DATA_ASSETS)
     conn.close()
+
+    # Two runs on this instance that both want the GPU pool (one slot, deploy/postgres/dagster.yaml): one SFT
+    # step each, started together from two processes; the second waits for the first's slot. The pool's limit
+    # is set first, as deploy/README.md says to (Dagster creates it on a first claim otherwise, and two first
+    # claims in the same instant race there).
+    dagster = Path(sys.executable).parent / "dagster"
+    subprocess.run([str(dagster), "instance", "concurrency", "set", "gpu", "1"], check=True, capture_output=True,
+                   timeout=120)
+    runs = [subprocess.Popen([sys.executable, "-c", ONE_SFT_STEP, str(seed)], cwd=REPO, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path}/mlflow-{seed}.db"})
+            for seed in (1, 2)]
+    outcomes = []
+    for run in runs:
+        out, err = run.communicate(timeout=900)
+        assert run.returncode == 0, err[-3000:]
+        outcomes.append(json.loads(out.strip().splitlines()[-1]))
+    assert all(o["success"] for o in outcomes)
+    spans, blocked = [], []
+    with dg.DagsterInstance.get() as instance:
+        for outcome in outcomes:
+            logs = [e for e in instance.all_logs(outcome["run_id"]) if e.step_key == "sft_checkpoint"]
+            kinds = {e.dagster_event.event_type_value: e.timestamp for e in logs if e.dagster_event}
+            spans.append((kinds["STEP_START"], kinds["STEP_SUCCESS"]))
+            blocked += [e for e in logs if "blocked by limit for pool gpu" in (e.user_message or "")]
+    first, second = sorted(spans)
+    assert first[1] <= second[0], f"both runs held the gpu pool at once: {spans}"
+    assert blocked  # one run waited for the other's slot
+
+
+ONE_SFT_STEP = r"""
+import json, sys, dagster as dg
+from rhythm_pipeline.definitions import defs
+config = {"ops": {"sft_checkpoint": {"config": {"max_steps": 1, "short_context_steps": 0, "report_to": "none",
+                                                "seed": int(sys.argv[1])}}}}
+result = defs.resolve_job_def("training").execute_in_process(
+    instance=dg.DagsterInstance.get(), run_config=config, asset_selection=[dg.AssetKey("sft_checkpoint")])
+print(json.dumps({"run_id": result.run_id, "success": result.success}))
+"""

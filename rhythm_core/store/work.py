@@ -9,6 +9,7 @@ is uploaded too, and the segments are removed then.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -78,7 +79,8 @@ class StoreWorkSync(WorkSync):
             return total
         self.saved = total
         if local and local != total:  # this machine holds more than the store (or another history): its file wins
-            with self.store._io(f"replacing {self.store.url_of(self.path)}'s work"):
+            with self.store._io(f"replacing {self.store.url_of(self.path)}'s work"), \
+                    contextlib.suppress(FileNotFoundError):  # the store holds none of it yet
                 self.store.fs.rm(self.parts, recursive=True)
             self.saved = 0
             self.save(force=True)

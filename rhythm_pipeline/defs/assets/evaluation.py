@@ -71,6 +71,7 @@ def window_seeds(window: str, config: EvalRolloutsConfig) -> dict[str, str]:
 
 @dg.op(out=dg.Out(dict), retry_policy=TRANSIENT_RETRY,
        description="Check the window's seeds and prepare a staging folder for the rollouts.")
+@retried_only_if_transient()
 def plan_eval_rollouts(context: dg.OpExecutionContext, config: EvalRolloutsConfig, grpo_checkpoint: dict,
                        sft_checkpoint: dict, artifacts: ArtifactStoreResource) -> dict:
     seeds = window_seeds(context.partition_key, config)
@@ -101,6 +102,7 @@ def _play_op(condition: str):
            description=f"Every player on the {condition} evaluation seeds: the students where the compute resource "
                        "runs models (a local subprocess or a Hugging Face job), then the reference agents here "
                        "(no model). Its own process under the multiprocess executor, sized to its share of the cores.")
+    @retried_only_if_transient()
     def play(context: dg.OpExecutionContext, plan: dict, compute: ComputeResource,
              artifacts: ArtifactStoreResource) -> dg.Output[dict]:
         store = artifacts.store(context.instance)
@@ -130,6 +132,7 @@ PLAY_OPS = {condition: _play_op(condition) for condition in CONDITIONS}
 @dg.op(out=dg.Out(dict), pool=TEACHER_POOL, retry_policy=TRANSIENT_RETRY, description=(
     "With include_teacher: the teacher resource on the evaluation seeds of every condition (resumable, "
     "exactly once, one cost guard for all conditions); otherwise nothing."))
+@retried_only_if_transient()
 def play_teacher(context: dg.OpExecutionContext, plan: dict, teacher: TeacherResource,
                  artifacts: ArtifactStoreResource) -> dict:
     if not plan.get("include_teacher"):
@@ -147,6 +150,7 @@ def play_teacher(context: dg.OpExecutionContext, plan: dict, teacher: TeacherRes
 
 @dg.op(out=dg.Out(dict), retry_policy=TRANSIENT_RETRY,
        description="Write the manifest and publish the rollouts under their content hash.")
+@retried_only_if_transient()
 def publish_eval_rollouts(context: dg.OpExecutionContext, plan: dict, continuous: dict, ood: dict,
                           discrete3: dict, teacher_play: dict, artifacts: ArtifactStoreResource) -> dg.Output[dict]:
     store = artifacts.store(context.instance)
