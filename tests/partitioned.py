@@ -85,3 +85,38 @@ def materialize_lineage(assets: list, instance, *, shards=("1000-1015",), window
         if not result.success:
             break
     return LineageResult(results)
+
+
+def execute_lineage_cli(env: dict, *, shards=("1000-1015",), window: str = "0", run_config: dict | None = None,
+                        execution: dict | None = None, cwd=None, timeout: int = 1800) -> None:
+    """The lineage through the CLI a user types, each piece a run of `dagster job execute` (the multiprocess
+    executor: a process per step) on the instance `env` names: `rhythm shards add`, then each teacher shard,
+    the training half and the evaluation window. `run_config`'s ops go to the run of their asset's piece."""
+    import json
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    bin_dir = Path(sys.executable).parent
+    ops = (run_config or {}).get("ops") or {}
+    extra = {"execution": execution} if execution else {}
+
+    def run(command: list[str]) -> None:
+        done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-4000:]
+
+    for shard in shards:
+        run([str(bin_dir / "rhythm"), "shards", "add", shard])
+    pieces = [("teacher_data", shard, ("teacher_trajectories",)) for shard in shards]
+    pieces += [("training", None, ("reeval_report", "sft_dataset", "sft_checkpoint", "grpo_checkpoint")),
+               ("reevaluate", window, ("eval_rollouts", "eval_results", "registered_student"))]
+    for job, partition, assets in pieces:
+        config = {**extra, "ops": {k: v for k, v in ops.items() if k in assets}}
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as file:  # YAML holds JSON
+            file.write(json.dumps(config))
+        command = [str(bin_dir / "dagster"), "job", "execute", "-m", "rhythm_pipeline.definitions", "-j", job,
+                   "-c", file.name]
+        if partition is not None:
+            command += ["--tags", json.dumps({"dagster/partition": partition})]
+        run(command)

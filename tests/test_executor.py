@@ -2,17 +2,13 @@
 cores instead of oversubscribing them, and the evaluation figures reach the metadata as numbers the
 Plots tab can chart.
 
-The slow test at the end runs the whole lineage, at the smallest settings that exercise every stage,
-through `dagster job execute` (the multiprocess executor), one run per piece a run can hold: a teacher
-shard, the training half, an evaluation window.
+The whole lineage through `dagster job execute` on the multiprocess executor is tests/test_store_lineage.py's
+S3 run (every step a process of its own, none that imported Dagster loading a model).
 """
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -142,73 +138,3 @@ def test_json_metadata_floats_are_rounded_to_four_decimals():
                           "loss": 0.123456789, "n": 3})
     assert meta["scores"].data == {"a": 0.1235, "b": [1.2346, {"c": 2}], "d": "x"}
     assert meta["loss"] == 0.123456789 and meta["n"] == 3  # plain numbers keep their precision
-
-
-# -- the whole lineage through the multiprocess executor (slow) ------------------------------------
-
-
-STEP_EVENTS = """
-import json, dagster as dg
-instance = dg.DagsterInstance.get()
-runs = instance.get_runs()
-records = [r for run in runs for r in instance.all_logs(run.run_id)]
-events = [{"type": r.dagster_event.event_type_value if r.dagster_event else "LOG", "step": r.step_key,
-           "t": r.timestamp, "message": r.user_message} for r in records]
-checks = [{"name": e.check_name, "passed": e.passed, "severity": e.severity.value}
-          for e in (r.dagster_event.event_specific_data for r in records
-                    if r.dagster_event and r.dagster_event.event_type_value == "ASSET_CHECK_EVALUATION")]
-materialized = sorted(k.to_user_string() for k in instance.get_asset_keys())
-print(json.dumps({"statuses": sorted({run.status.value for run in runs}), "runs": len(runs), "events": events,
-                  "checks": checks, "materialized": materialized}))
-"""
-
-
-@pytest.mark.slow
-def test_the_whole_lineage_succeeds_through_the_multiprocess_executor_and_loads_no_model_in_dagster(tmp_path):
-    """The lineage as the CLI runs it (`dagster job execute`: the multiprocess executor, a process per step),
-    a run per piece, on the smallest lineage that exercises every stage, with the guard on: every step
-    succeeds, so every model (training, GRPO's gate, the students' evaluation) was loaded in a compute
-    subprocess, never in a process that imported Dagster."""
-    import yaml
-
-    from tests.test_pipeline_training import SMALL, SMALL_SHARDS
-
-    home = tmp_path / "home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text((REPO / "dagster_home" / "dagster.yaml").read_text())
-    (tmp_path / "run.yaml").write_text(yaml.safe_dump(SMALL))
-    env = {**os.environ, "DAGSTER_HOME": str(home), "RHYTHM_ARTIFACTS": str(tmp_path / "artifacts"),
-           "RHYTHM_NO_MODEL_IN_DAGSTER": "1"}
-    bin_dir = Path(sys.executable).parent
-    added = subprocess.run([str(bin_dir / "rhythm"), "shards", "add", SMALL_SHARDS[0]], env=env, capture_output=True,
-                           text=True, timeout=300)
-    assert added.returncode == 0 and f"added 1 shard(s): {SMALL_SHARDS[0]}" in added.stdout, added.stderr
-    config = {"ops": {k: v for k, v in SMALL["ops"].items() if k != "eval_rollouts"}}
-    (tmp_path / "training.yaml").write_text(yaml.safe_dump(config))
-    (tmp_path / "window.yaml").write_text(yaml.safe_dump({"ops": {"eval_rollouts": SMALL["ops"]["eval_rollouts"]}}))
-    def partition(key: str) -> list[str]:
-        return ["--tags", json.dumps({"dagster/partition": key})]
-
-    for job, extra in (("teacher_data", partition(SMALL_SHARDS[0])),
-                       ("training", ["-c", str(tmp_path / "training.yaml")]),
-                       ("reevaluate", [*partition("0"), "-c", str(tmp_path / "window.yaml")])):
-        proc = subprocess.run([str(bin_dir / "dagster"), "job", "execute", "-m", "rhythm_pipeline.definitions",
-                               "-j", job, *extra], cwd=REPO, env=env, capture_output=True, text=True, timeout=1800)
-        assert proc.returncode == 0, proc.stderr[-4000:]
-    out = subprocess.run([sys.executable, "-c", STEP_EVENTS], cwd=REPO, env=env, capture_output=True, text=True,
-                         check=True)
-    run = json.loads(out.stdout.strip().splitlines()[-1])
-    assert run["statuses"] == ["SUCCESS"] and run["runs"] == 3
-    events = run["events"]
-    assert any("multiprocess executor" in (e["message"] or "") for e in events)
-    started = {e["step"] for e in events if e["type"] == "STEP_START"}
-    succeeded = {e["step"] for e in events if e["type"] == "STEP_SUCCESS"}
-    assert started == succeeded and not [e for e in events if e["type"] == "STEP_FAILURE"]
-    assert {"teacher_trajectories", "reeval_report", "sft_dataset", "sft_checkpoint", "grpo_checkpoint",
-            "eval_rollouts.publish_eval_rollouts", "eval_results"} <= succeeded
-    assert set(run["materialized"]) == {"teacher_trajectories", "reeval_report", "sft_dataset", "sft_checkpoint",
-                                        "grpo_checkpoint", "eval_rollouts", "eval_results", "registered_student"}
-    # every check evaluated; the blocking ones (severity ERROR) pass
-    check_names = {c["name"] for c in run["checks"]}
-    assert {key.name for key in defs.resolve_asset_graph().asset_check_keys} <= check_names
-    assert all(c["passed"] for c in run["checks"] if c["severity"] == "ERROR"), run["checks"]

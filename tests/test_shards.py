@@ -109,6 +109,12 @@ def test_a_backfill_of_shards_resumes_only_the_failed_one_and_keeps_under_its_bu
             error = next(e for e in events if e.event_type_value == "STEP_FAILURE").event_specific_data.error.to_string()
             assert "max_cost_usd" in error or "spent its teacher budget" in error, error
         assert observed({r.run_id for r in first.values()}) <= 0.2  # the backfill kept under its budget
+        # every shard's run that played recorded what it paid, the ones that stopped too (the ledger the budget
+        # reads); a shard refused before playing paid nothing
+        spent = {r.run_id for r in instance.fetch_observations(dg.AssetKey("teacher_trajectories"), limit=100).records}
+        played_runs = {r.run_id for r in first.values() if r.success or "max_cost_usd" in next(
+            e for e in r.all_events if e.event_type_value == "STEP_FAILURE").event_specific_data.error.to_string()}
+        assert played_runs and spent == played_runs
         played = {seed for r in server.requests for seed in [r.episode_seed]}
         before = server.request_count
 

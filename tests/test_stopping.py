@@ -95,7 +95,7 @@ def test_sigterm_to_the_demo_while_the_students_play_stops_the_play_subprocesses
     config = tmp_path / "small.json"
     config.write_text(json.dumps(SMALL))
     env = {**os.environ, TAG: tag, "DAGSTER_HOME": str(home), "RHYTHM_DEMO_RUN_CONFIG": str(config),
-           "RHYTHM_ARTIFACTS": str(tmp_path / "artifacts")}
+           "RHYTHM_DEMO_SHARD": "1000-1015", "RHYTHM_ARTIFACTS": str(tmp_path / "artifacts")}
     process = subprocess.Popen([sys.executable, "-m", "rhythm_pipeline.demo"], cwd=REPO, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 

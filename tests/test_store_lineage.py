@@ -1,9 +1,10 @@
 """The whole lineage with its artifacts on a real S3 server (SeaweedFS on 127.0.0.1), the way pods
-without a shared volume run it: `python -m rhythm_pipeline.demo` on the multiprocess executor, every
-step in a process of its own whose local cache starts empty (RHYTHM_ARTIFACT_CACHE with `{pid}`), at
-the smallest settings that exercise every stage. It must give the scores, checks and checkpoint
-versions a local root gives, pass every blocking check, write nothing under the local root but
-caches, and re-grade from the store alone. And the way an operator runs it (issue 79): steps in one
+without a shared volume run it: each piece a run of `dagster job execute` on the multiprocess executor,
+every step in a process of its own whose local cache starts empty (RHYTHM_ARTIFACT_CACHE with `{pid}`),
+none of them a Dagster process that loads a model, at the smallest settings that exercise every stage.
+It must give the scores, checks and checkpoint versions a local root gives (the lineage's runs in one
+process, `rhythm_pipeline.ops lineage`), pass every blocking check, write nothing under the local root
+but caches, and re-grade from the store alone. And the way an operator runs it (issue 79): steps in one
 process, the default cache shared by all of them, a bucket and prefix of the operator's; the SFT
 student's version must be the local root's there too."""
 
@@ -24,7 +25,6 @@ from tests.s3_server import seaweedfs
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
-MULTIPROCESS = {"execution": {"config": {"in_process": False}}}
 
 
 def _home(path: Path) -> Path:
@@ -60,17 +60,22 @@ def _summary(home: Path) -> dict:
             "status": sorted({r.status.value for r in runs})}
 
 
+def _events(home: Path) -> list[dict]:
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        records = [r for run in instance.get_runs() for r in instance.all_logs(run.run_id)]
+    return [{"type": r.dagster_event.event_type_value if r.dagster_event else "LOG", "step": r.step_key,
+             "message": r.user_message} for r in records]
+
+
 def test_the_lineage_on_s3_with_empty_caches_matches_a_local_root_and_regrades_from_the_store(tmp_path):
+    from rhythm_pipeline.definitions import defs
+    from tests.partitioned import execute_lineage_cli
     from tests.test_pipeline_training import SMALL, SMALL_SHARDS
 
-    config = tmp_path / "run_config.json"  # the demo's lineage, small, on the multiprocess executor
-    config.write_text(json.dumps({**SMALL, **MULTIPROCESS}))
     base = {k: v for k, v in os.environ.items() if not k.startswith(("RHYTHM_", "AWS_"))}
-    base["RHYTHM_DEMO_RUN_CONFIG"] = str(config)
-    base["RHYTHM_DEMO_SHARD"] = SMALL_SHARDS[0]
-
     local_home = _home(tmp_path / "local")
-    done = _run(["rhythm_pipeline.demo"], {**base, "DAGSTER_HOME": str(local_home)})
+    done = _run(["rhythm_pipeline.ops", "lineage", "--shards", SMALL_SHARDS[0], "--window", "0", "--config",
+                 json.dumps(SMALL)], {**base, "DAGSTER_HOME": str(local_home)})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     local = _summary(local_home)
 
@@ -79,12 +84,22 @@ def test_the_lineage_on_s3_with_empty_caches_matches_a_local_root_and_regrades_f
         store_home = _home(tmp_path / "s3home")
         caches = tmp_path / "caches"
         env = {**base, **s3.env, "DAGSTER_HOME": str(store_home), "RHYTHM_ARTIFACTS": f"s3://{bucket}/rhythm",
-               "RHYTHM_ARTIFACT_CACHE": str(caches / "{pid}")}
-        done = _run(["rhythm_pipeline.demo"], env)
-        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+               "RHYTHM_ARTIFACT_CACHE": str(caches / "{pid}"), "RHYTHM_NO_MODEL_IN_DAGSTER": "1"}
+        execute_lineage_cli(env, shards=SMALL_SHARDS, run_config=SMALL, cwd=REPO)
         remote = _summary(store_home)
+        events = _events(store_home)
 
-        assert remote["status"] == ["SUCCESS"], remote["checks"]
+        # every step ran in a process of its own (the multiprocess executor) and succeeded, so every model
+        # (training, GRPO's gate, the students' play) was loaded in a compute subprocess, never in Dagster's
+        assert any("multiprocess executor" in (e["message"] or "") for e in events)
+        started = {e["step"] for e in events if e["type"] == "STEP_START"}
+        succeeded = {e["step"] for e in events if e["type"] == "STEP_SUCCESS"}
+        assert started == succeeded and not [e for e in events if e["type"] == "STEP_FAILURE"]
+        assert {"teacher_trajectories", "reeval_report", "sft_dataset", "sft_checkpoint", "grpo_checkpoint",
+                "eval_rollouts.publish_eval_rollouts", "eval_results", "registered_student"} <= succeeded
+        assert {key.name for key in defs.resolve_asset_graph().asset_check_keys} <= {
+            name.split(".", 1)[1] for name in remote["checks"]}  # every check evaluated
+        assert remote["status"] == ["SUCCESS"] and local["status"] == ["SUCCESS"], remote["checks"]
         assert all(passed for passed, severity in remote["checks"].values() if severity == "ERROR"), remote["checks"]
         assert remote["checks"] == local["checks"]
         assert (remote["sft"], remote["grpo"]) == (local["sft"], local["grpo"])

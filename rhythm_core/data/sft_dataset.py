@@ -125,11 +125,12 @@ def build_sft_dataset(
     prompt_format: str = DEFAULT_PROMPT_FORMAT,
     reasoning: str = DEFAULT_REASONING,
     readout_form: str = DEFAULT_READOUT_FORM,
+    readout_target: str = "teacher",
 ) -> datasets.DatasetDict:
     """Teacher trajectory records -> DatasetDict {"train", "validation"}, one example per valid step.
 
     `keep_seeds` keeps only those episodes (seeds are unique across conditions); `seed` is the split
-    seed. Rows are ordered by (condition, seed, step); trainers shuffle. Both splits always exist
+    seed; `readout_target` what the evidence read-out's final belief is fitted to (READOUT_TARGETS). Rows are ordered by (condition, seed, step); trainers shuffle. Both splits always exist
     (validation is empty only with a single episode).
     """
     if prompt_format not in PROMPT_FORMATS:
@@ -177,7 +178,7 @@ def build_sft_dataset(
         weeks = {split: [(r, obs) for group, _, observations in replayed.values() for r, obs in zip(group, observations)
                          if split_of[(r["condition"], int(r["seed"]))] == split] for split in SPLITS}
         try:
-            readout = fit_readout(readout_form, weeks["train"], weeks["validation"])
+            readout = fit_readout(readout_form, weeks["train"], weeks["validation"], readout_target)
         except ReadoutFitError as err:
             raise ValueError(f"reasoning 'evidence': {err}") from None
     for condition, (group, states, observations) in replayed.items():

@@ -46,7 +46,7 @@ DATASET_FILTERS = ("none", "beat_heuristic")
 def dataset_stage(trajectories: dict, root, *, filter: str = "none", filter_grader: str = DEFAULT_GRADER,
                   validation_fraction: float = 0.1, split_seed: int = 0,
                   prompt_format: str | None = None, reasoning: str | None = None,
-                  readout_form: str | None = None) -> dict:
+                  readout_form: str | None = None, readout_target: str = "teacher") -> dict:
     """Turn teacher episodes (`trajectories`: the teacher data of one shard or several, merged in seed
     order) into an SFT DatasetDict saved under <root>/sft_dataset/<content hash>.
 
@@ -73,7 +73,7 @@ def dataset_stage(trajectories: dict, root, *, filter: str = "none", filter_grad
     dataset = build_sft_dataset(records, validation_fraction=validation_fraction, keep_seeds=keep, seed=split_seed,
                                 prompt_format=prompt_format or DEFAULT_PROMPT_FORMAT,
                                 reasoning=reasoning or DEFAULT_REASONING,
-                                readout_form=readout_form or DEFAULT_READOUT_FORM)
+                                readout_form=readout_form or DEFAULT_READOUT_FORM, readout_target=readout_target)
     data_format = dataset_format(dataset)
     readout = evidence_readout(dataset)
     digest = content_hash(dataset)
@@ -84,6 +84,7 @@ def dataset_stage(trajectories: dict, root, *, filter: str = "none", filter_grad
         "filter_grader": filter_grader if filter != "none" else None, "validation_fraction": validation_fraction,
         "split_seed": split_seed, "episodes_in_source": len(records), **data_format.as_dict(),
         **({"readout_form": readout.form, "evidence_readout_fit": readout.fit} if readout is not None else {}),
+        **({"readout_target": readout_target} if readout_target != "teacher" else {}),
     }
     summary = save_sft_dataset(dataset, Path(root) / "sft_dataset" / version, provenance, digest=digest, published=True)
     return {**summary, "version": version, "files_digest": files_digest(summary["path"]), "provenance": provenance}

@@ -38,7 +38,8 @@ import numpy as np
 
 from rhythm_env.protocol.format import READOUT_FORMS
 from rhythm_env.protocol.numbers import DECIMALS, add_increment
-from rhythm_env.sim.spec import ACTIONS, BELIEF_DIMS, METERS, SLOTS
+from rhythm_env.sim.profiles import sample_factors
+from rhythm_env.sim.spec import ACTIONS, BELIEF_DIMS, METERS, SLOTS, true_belief
 
 RIDGE = 1e-3  # keeps the weights of rare (action, slot) pairs near 0 instead of fitting noise
 # Below this many weeks with a stated final belief the fit is flagged unreliable (in the dataset card
@@ -165,14 +166,29 @@ def _reliability(weeks: int) -> dict:
                                           f"{MIN_FIT_EPISODES} a reliable read-out needs: play more teacher weeks"}
 
 
+# What the linear read-out's final belief is fitted to: the teacher's last stated belief (its inference,
+# distilled), or the person's true profile, which the training weeks know (the posterior mean the features
+# allow under the training prior).
+READOUT_TARGETS = ("teacher", "profile")
+
+
+def _true_belief(record: dict) -> np.ndarray:
+    return np.asarray(true_belief(sample_factors(record["condition"], [int(record["seed"])]))[0], dtype=np.float64)
+
+
 def fit_evidence_readout(fit_weeks: list[tuple[dict, list[dict]]],
-                         held_out: list[tuple[dict, list[dict]]] = ()) -> EvidenceReadout:
+                         held_out: list[tuple[dict, list[dict]]] = (), target: str = "teacher") -> EvidenceReadout:
     """Fit the read-out on `fit_weeks` — (trajectory record, its observations as the student sees
-    them) — with each week's target the belief its teacher stated last, and its features the anomalies
-    seen before that answer. `held_out` weeks (e.g. the dataset's validation split) measure the fit:
-    the read-out's MAE against the teacher's own stated beliefs, per condition, beside a constant's
-    (the fit weeks' mean belief). Raises ReadoutFitError when no week states a belief; fewer than
-    MIN_FIT_EPISODES weeks give a fit flagged `reliable: False` with a `warning`."""
+    them) — with each week's target the belief its teacher stated last (`target` "teacher") or the
+    person's true profile ("profile"), and its features the anomalies seen before the teacher's last
+    stated belief. `held_out` weeks (e.g. the dataset's validation split) measure the fit: the
+    read-out's MAE against the teacher's own stated beliefs, per condition, beside a constant's (the
+    fit weeks' mean belief), and with the profile target against the profile too. Raises
+    ReadoutFitError when no week states a belief; fewer than MIN_FIT_EPISODES weeks give a fit flagged
+    `reliable: False` with a `warning`."""
+    if target not in READOUT_TARGETS:
+        raise ValueError(f"unknown readout_target {target!r}; allowed: {', '.join(READOUT_TARGETS)}")
+
     def table(weeks):
         rows, targets, conditions = [], [], []
         for record, observations in weeks:
@@ -180,15 +196,17 @@ def fit_evidence_readout(fit_weeks: list[tuple[dict, list[dict]]],
             if stated is None:
                 continue
             rows.append(_features(observations, stated[0]))
-            targets.append(stated[1])
+            targets.append(stated[1] if target == "teacher" else np.concatenate([stated[1], _true_belief(record)]))
             conditions.append(record["condition"])
         width = len(ACTIONS) * len(SLOTS) * len(METERS)
-        return (np.asarray(rows).reshape(len(rows), width), np.asarray(targets).reshape(len(targets), len(BELIEF_DIMS)),
+        return (np.asarray(rows).reshape(len(rows), width), np.asarray(targets).reshape(len(targets), -1),
                 conditions)
 
-    x, y, conditions = table(fit_weeks)
+    x, both, conditions = table(fit_weeks)
     if not len(x):
         raise _no_stated_belief("evidence", len(fit_weeks))
+    dims = len(BELIEF_DIMS)
+    y = both[:, :dims] if target == "teacher" else both[:, dims:]  # the fit's target
     design = np.concatenate([x, np.ones((len(x), 1))], axis=1)
     penalty = RIDGE * len(design) * np.eye(design.shape[1])
     penalty[-1, -1] = 0.0  # the intercept is not shrunk
@@ -202,16 +220,22 @@ def fit_evidence_readout(fit_weeks: list[tuple[dict, list[dict]]],
         for condition in sorted(set(conds)):
             rows = np.array([c == condition for c in conds])
             predicted = np.clip(xs[rows] @ coef[:-1] + coef[-1], 0.0, 1.0)
+            teacher = ys[rows][:, :dims]
             out[condition] = {"weeks": int(rows.sum()),
-                              "mae_vs_teacher": round(float(np.abs(predicted - ys[rows]).mean()), 4),
-                              "constant_mae_vs_teacher": round(float(np.abs(constant - ys[rows]).mean()), 4)}
+                              "mae_vs_teacher": round(float(np.abs(predicted - teacher).mean()), 4),
+                              "constant_mae_vs_teacher": round(float(np.abs(constant - teacher).mean()), 4)}
+            if target == "profile":
+                profile = ys[rows][:, dims:]
+                out[condition].update({"mae_vs_profile": round(float(np.abs(predicted - profile).mean()), 4),
+                                       "constant_mae_vs_profile": round(float(np.abs(constant - profile).mean()), 4)})
         return out
 
     hx, hy, hconditions = table(held_out)
-    fit = {"form": "linear", "target": "the teacher's last stated belief of each week", "fit_weeks": int(len(x)),
+    described = {"teacher": "the teacher's last stated belief of each week", "profile": "each week's true profile"}
+    fit = {"form": "linear", "target": described[target], "fit_weeks": int(len(x)),
            **_reliability(len(x)),
            "weeks_without_belief": len(fit_weeks) - len(x), "ridge": RIDGE,
-           "in_sample": quality(x, y, conditions), "held_out": quality(hx, hy, hconditions) if len(hx) else {}}
+           "in_sample": quality(x, both, conditions), "held_out": quality(hx, hy, hconditions) if len(hx) else {}}
     return EvidenceReadout(readout.weights, readout.intercept, fit)
 
 
@@ -313,11 +337,17 @@ def fit_innovation_readout(fit_weeks: list[tuple[dict, list[dict]]],
     return InnovationReadout(readout.start, readout.coefs, fit)
 
 
-def fit_readout(form: str, fit_weeks, held_out=()) -> EvidenceReadout | InnovationReadout:
-    """The read-out of `form` (READOUT_FORMS) fitted on the weeks."""
+def fit_readout(form: str, fit_weeks, held_out=(), target: str = "teacher") -> EvidenceReadout | InnovationReadout:
+    """The read-out of `form` (READOUT_FORMS) fitted on the weeks, to `target` (READOUT_TARGETS; the
+    innovation form follows the teacher's own belief changes, so it takes the teacher's target only)."""
     if form not in READOUT_FORMS:
         raise ValueError(f"unknown readout_form {form!r}; allowed: {', '.join(READOUT_FORMS)}")
-    return (fit_evidence_readout if form == "linear" else fit_innovation_readout)(fit_weeks, held_out)
+    if form == "innovation":
+        if target != "teacher":
+            raise ValueError(f"readout_target {target!r} needs readout_form 'linear': the innovation chain is fitted "
+                             "on the teacher's own belief changes")
+        return fit_innovation_readout(fit_weeks, held_out)
+    return fit_evidence_readout(fit_weeks, held_out, target)
 
 
 def readout_from_dict(data: dict) -> EvidenceReadout | InnovationReadout:

@@ -16,11 +16,14 @@ TRANSIENT_RETRY = dg.RetryPolicy(max_retries=3, delay=10, backoff=dg.Backoff.EXP
 
 
 @contextmanager
-def retried_only_if_transient():
+def retried_only_if_transient(passthrough: tuple[type[BaseException], ...] = ()):
     """Inside a step with `TRANSIENT_RETRY`: a fault `is_transient` names (itself or its cause) propagates and
-    the policy retries it; any other error, a Failure included, fails once, its message and cause kept."""
+    the policy retries it; any other error, a Failure included, fails once, its message and cause kept.
+    `passthrough`: exceptions the step handles itself, left as they are."""
     try:
         yield
+    except passthrough:
+        raise
     except dg.Failure as failure:
         if not failure.allow_retries or is_transient(failure):
             raise

@@ -65,7 +65,8 @@ def _teacher_metadata(result: dict) -> dict:
     pool=TEACHER_POOL,
     retry_policy=TRANSIENT_RETRY,
     # the offline teachers plan with a grader's own score (agents.bayes.PLAN_GRADER): its code is theirs
-    code_version=code_version("teacher", teacher_stage, config=TeacherTrajectoriesConfig, env=ENV_VERSION, plans_with=grader_version(PLAN_GRADER)),
+    code_version=code_version("teacher", teacher_stage, config=TeacherTrajectoriesConfig, env=ENV_VERSION,
+                              plans_with=grader_version(PLAN_GRADER)),
     kinds={"python", "jsonl"},
     description=(
         "Teacher episodes of one seed shard (the partition: a range of training seeds), one JSON line per "
@@ -84,12 +85,12 @@ def teacher_trajectories(context: dg.AssetExecutionContext, config: TeacherTraje
         settings = teacher_run_budget(context, teacher)
         store = artifacts.store(context.instance)
     try:
-        with retried_only_if_transient():
+        with retried_only_if_transient(passthrough=(StageIncomplete,)):
             result = teacher_stage(settings, config.condition, shard, store.cache, grader=ACTIVE_GRADER,
                                    log=context.log.info, store=store)
     except StageIncomplete as exc:
         record_spend(context, shard, exc.details.get("cost_usd", 0.0))
-        # a spent budget fails once; seeds that failed (an endpoint down) are retried and resume
+        # a spent budget fails once; seeds that failed (the endpoint's own retries spent) are tried again and resume
         raise dg.Failure(description=str(exc), metadata=exc.details,
                          allow_retries=exc.details.get("stopped_reason") is None) from exc
     record_spend(context, shard, result["run"]["cost_usd"])
