@@ -199,7 +199,8 @@ def fit_evidence_readout(fit_weeks: list[tuple[dict, list[dict]]],
             targets.append(stated[1] if target == "teacher" else np.concatenate([stated[1], _true_belief(record)]))
             conditions.append(record["condition"])
         width = len(ACTIONS) * len(SLOTS) * len(METERS)
-        return (np.asarray(rows).reshape(len(rows), width), np.asarray(targets).reshape(len(targets), -1),
+        columns = len(BELIEF_DIMS) * (1 if target == "teacher" else 2)
+        return (np.asarray(rows).reshape(len(rows), width), np.asarray(targets).reshape(len(targets), columns),
                 conditions)
 
     x, both, conditions = table(fit_weeks)
