@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import shlex
 import subprocess
 import sys
@@ -31,6 +32,7 @@ def machine() -> dict:
         memory_gib = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
     except (ValueError, OSError):
         memory_gib = None
+    cpu = re.sub(r"\((R|TM)\)| Processor| CPU", "", cpu).strip()  # "Intel(R) Xeon(R) Processor" -> "Intel Xeon"
     found = {"cpu": cpu, "cores": os.cpu_count(), "memory_gib": memory_gib, "python": platform.python_version()}
     try:
         import torch

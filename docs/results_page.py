@@ -179,7 +179,8 @@ def fig_readme_windows() -> str:
                               if n.startswith("sum_")], "{:+.3f}") for c in CONDITIONS}
     sum_gain = _span([paired["pairs"][c]["mean of the pairs"]["v3"]["mean"] for c in CONDITIONS], "{:+.3f}")
     return (f"its belief error is {gap:.3f} above the Bayesian teacher's on OOD weeks (the table's other conditions "
-            f"above). Over the demo's {len(by_seed)} SFT seeds and windows {paired['windows']} of evaluation seeds, "
+            f"above). Over {len(by_seed)} SFT seeds of the demo's recipe and windows {paired['windows']} of evaluation "
+            f"seeds ({_need('paired_belief_sum')['machine']['cpu']}, {_need('paired_belief_sum')['date']}), "
             f"paired per week, its score minus the Bayesian teacher's is "
             + ", ".join(f"{by_condition[c]} ({c})" for c in CONDITIONS)
             + f"; the decoder's sum adds {sum_gain} on average. GRPO's gate is {run['gate']:+.4f} ± "

@@ -19,8 +19,8 @@ process a run starts stopping with it), `code_version` (asset versions from the 
 mistakes a user can make), `distill` (the whole recipe with presets) and `cli/` (the `rhythm` command).
 Each stage is a function in its own folder (`teacher.stage`, `data.stages`, `training.publish`).
 
-Importing it pins torch's CPU kernels to AVX2 (`kernels`), so artifacts are the same on every x86-64
-CPU; RHYTHM_CPU_KERNELS=native keeps the machine's own.
+Importing it pins torch's CPU kernels to AVX2 (`kernels`), so artifacts are the same on x86-64
+CPUs of one vendor; RHYTHM_CPU_KERNELS=native keeps the machine's own.
 """
 
 from .kernels import pin_cpu_kernels

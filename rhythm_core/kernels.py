@@ -1,10 +1,11 @@
-"""The same artifacts on every x86-64 CPU: torch's CPU kernels pinned to AVX2 by default.
+"""The same artifacts on x86-64 CPUs of one vendor: torch's CPU kernels pinned to AVX2 by default.
 
 torch picks its vectorised kernels by the CPU's instruction set (AVX2, AVX-512). The two round
 differently, so the same recipe trained on an AVX-512 CPU gives other weights, and other figures, than
 on an AVX2 one (the demo's recovery among them). With the kernels pinned to AVX2, which
-every x86-64 CPU of the last decade has, an AVX-512 machine reproduces an AVX2 machine's checkpoint
-byte for byte (benchmarks/README.md, D30). `pin_cpu_kernels` runs when
+every x86-64 CPU of the last decade has, an AVX-512 AMD EPYC reproduces an AVX2 one's checkpoint byte
+for byte; an Intel Xeon still trains other weights (its math libraries take their own paths), so a
+figure names its CPU's vendor (benchmarks/README.md, D30). `pin_cpu_kernels` runs when
 rhythm_core is imported, before torch picks its kernels; every process rhythm starts inherits it.
 
 RHYTHM_CPU_KERNELS=native keeps the machine's own kernels (full speed, figures of that CPU);

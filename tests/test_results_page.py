@@ -26,7 +26,7 @@ def test_a_changed_result_file_makes_both_stale_and_make_results_rewrites_them(t
     results = tmp_path / "benchmarks" / "results"
     shutil.copytree(REPO / "benchmarks" / "results", results)
     (tmp_path / "docs").mkdir()
-    for name in ("docs/results.md", "README.md", "docs/operations.md", "benchmarks/README.md"):
+    for name in ("docs/results.md", "README.md", "docs/lineage.md", "benchmarks/README.md"):
         shutil.copy(REPO / name, tmp_path / name)
     monkeypatch.setattr(module, "RESULTS", results)
     monkeypatch.setattr(module, "PAGE", tmp_path / "docs" / "results.md")
@@ -45,7 +45,7 @@ def test_a_changed_result_file_makes_both_stale_and_make_results_rewrites_them(t
     assert module.main([]) == 0
     assert "0.123" in (tmp_path / "README.md").read_text() and "0.123" in (tmp_path / "docs" / "results.md").read_text()
     # a figure in prose, between its markers, follows its file too: in the docs page and the decision
-    assert "-43%" in (tmp_path / "docs" / "operations.md").read_text()
+    assert "-43%" in (tmp_path / "docs" / "lineage.md").read_text()
     assert "-43%" in (tmp_path / "benchmarks" / "README.md").read_text()
     assert module.main(["--check"]) == 0
 

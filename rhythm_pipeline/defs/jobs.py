@@ -7,7 +7,7 @@
   the headline student is registered from it; the weekly schedule runs it, a backfill evaluates many.
 - `regrade`: the grading assets, from stored trajectories, for a window (no teacher call, no model run).
 - `rhythm_lineage_long`, `rhythm_lineage_published`: `training` with a preset's config (its teacher shards
-  are added and played first, docs/partitions.md); `published_teacher` and `published_evaluation` are the
+  are added and played first, docs/operations.md); `published_teacher` and `published_evaluation` are the
   published recipe's teacher shard and evaluation windows.
 
 The whole lineage at once is an asset backfill over the three partitionings (the UI's "Materialize all",
