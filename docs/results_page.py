@@ -388,6 +388,24 @@ def fig_test_suite() -> str:
             + ", ".join(parts) + "; a shared machine's times vary from run to run (`benchmarks/test_suite.py`).")
 
 
+def fig_readout_target() -> str:
+    """Lever 2 of issue 87: each pair's and the pairs' mean paired difference, profile target − teacher target."""
+    record = _need("paired_readout_target")
+    pairs = record["figures"]["pairs"]
+
+    def mean(condition: str, label: str = "mean of the pairs") -> str:
+        v3 = pairs[condition][label]["v3"]
+        return f"{v3['mean']:+.4f} ± {v3['se']:.4f}"
+
+    per_seed = {c: _span([pairs[c][k]["v3"]["mean"] for k in pairs[c] if k != "mean of the pairs"], "{:+.3f}")
+                for c in CONDITIONS}
+    machine = record["machine"]
+    return (f"profile − teacher target, v3 paired per week over windows {record['figures']['windows']} and "
+            f"{len(pairs['ood']) - 1} SFT seeds: " + ", ".join(f"{mean(c)} ({c})" for c in CONDITIONS)
+            + "; per seed " + ", ".join(f"{per_seed[c]} ({c})" for c in CONDITIONS)
+            + f" (`paired_readout_target.json`, {machine['cores']}-core {machine['cpu']}, {record['date']})")
+
+
 FIGURES = {
     "demo_log": fig_demo_log,
     "readme_windows": fig_readme_windows,
@@ -404,6 +422,7 @@ FIGURES = {
     "data_parallel": fig_data_parallel,
     "eight_gpus": fig_eight_gpus,
     "test_suite": fig_test_suite,
+    "readout_target": fig_readout_target,
 }
 
 

@@ -89,6 +89,27 @@ def test_the_read_out_learns_the_distilled_teachers_inference_not_the_bayesian_o
             1.0 - original.final_belief(history, STEPS_PER_EPISODE - 1), abs=1e-6)
 
 
+def test_the_read_out_fitted_to_the_profile_reads_the_person_whatever_the_teacher_stated(teacher_weeks):
+    # issue 87's lever 2: the training weeks know the person, so the fit's target may be the true profile;
+    # a teacher stating the mirror image of its beliefs then changes nothing
+    mirrored = []
+    for record, history in teacher_weeks:
+        record = copy.deepcopy(record)
+        for step in record["steps"]:
+            step["parsed"]["belief"] = {d: 1.0 - v for d, v in step["parsed"]["belief"].items()}
+        mirrored.append((record, history))
+    profile = fit_evidence_readout(teacher_weeks[:270], teacher_weeks[270:], target="profile")
+    assert np.allclose(fit_evidence_readout(mirrored[:270], target="profile").weights, profile.weights)
+    held = profile.fit["held_out"]["continuous"]
+    assert profile.fit["target"] == "each week's true profile"
+    assert held["mae_vs_profile"] < 0.6 * held["constant_mae_vs_profile"]
+    histories, _, truth = _play(BayesAgent(), HELD_OUT)
+    chain = np.array([profile.chain(h)[1][-1] for h in histories])
+    assert np.abs(chain - truth).mean() < 0.6 * np.abs(0.5 - truth).mean()
+    with pytest.raises(ValueError, match="unknown readout_target 'oracle'"):
+        fit_evidence_readout(teacher_weeks[:270], target="oracle")
+
+
 def test_each_belief_is_the_previous_plus_the_increment_the_shown_anomaly_carries(teacher_weeks):
     readout = fit_evidence_readout(teacher_weeks)
     assert readout.weights.shape == (len(ACTIONS), len(SLOTS), len(METERS), len(BELIEF_DIMS))
