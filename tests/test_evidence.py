@@ -49,6 +49,17 @@ def _play(agent, seeds, condition="continuous"):
     return histories, final, env.true_belief
 
 
+def _mirrored(teacher_weeks):
+    """The weeks with every stated belief replaced by its mirror image (1 - v)."""
+    mirrored = []
+    for record, history in teacher_weeks:
+        record = copy.deepcopy(record)
+        for step in record["steps"]:
+            step["parsed"]["belief"] = {d: 1.0 - v for d, v in step["parsed"]["belief"].items()}
+        mirrored.append((record, history))
+    return mirrored
+
+
 @pytest.fixture(scope="module")
 def teacher_weeks():
     records = offline_records(TeacherSettings(backend="bayes"), "continuous", FIT)  # the actions BayesAgent replays
@@ -74,12 +85,7 @@ def test_the_read_out_fitted_on_teacher_records_infers_the_person_nearly_as_well
 
 def test_the_read_out_learns_the_distilled_teachers_inference_not_the_bayesian_one(teacher_weeks):
     # a teacher whose stated beliefs are the mirror image of the Bayesian one's: the read-out follows it
-    mirrored = []
-    for record, history in teacher_weeks:
-        record = copy.deepcopy(record)
-        for step in record["steps"]:
-            step["parsed"]["belief"] = {d: 1.0 - v for d, v in step["parsed"]["belief"].items()}
-        mirrored.append((record, history))
+    mirrored = _mirrored(teacher_weeks)
     original = fit_evidence_readout(teacher_weeks[:270])
     readout = fit_evidence_readout(mirrored[:270], mirrored[270:])
     assert readout.fit["held_out"]["continuous"]["mae_vs_teacher"] < 0.06
@@ -92,12 +98,7 @@ def test_the_read_out_learns_the_distilled_teachers_inference_not_the_bayesian_o
 def test_the_read_out_fitted_to_the_profile_reads_the_person_whatever_the_teacher_stated(teacher_weeks):
     # issue 87's lever 2: the training weeks know the person, so the fit's target may be the true profile;
     # a teacher stating the mirror image of its beliefs then changes nothing
-    mirrored = []
-    for record, history in teacher_weeks:
-        record = copy.deepcopy(record)
-        for step in record["steps"]:
-            step["parsed"]["belief"] = {d: 1.0 - v for d, v in step["parsed"]["belief"].items()}
-        mirrored.append((record, history))
+    mirrored = _mirrored(teacher_weeks)
     profile = fit_evidence_readout(teacher_weeks[:270], teacher_weeks[270:], target="profile")
     assert np.allclose(fit_evidence_readout(mirrored[:270], target="profile").weights, profile.weights)
     held = profile.fit["held_out"]["continuous"]
