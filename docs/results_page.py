@@ -679,9 +679,8 @@ def page() -> str:
     out = ["# Results", "",
            "[← README](../README.md) · written by `make results` from the result files in "
            "[`benchmarks/results/`](../benchmarks/results), one a benchmark "
-           "([benchmarks/README.md](../benchmarks/README.md): which script answers which question). "
-           "Each section shows a benchmark's main figures, its result file all of them. "
-           "Do not edit by hand: `tests/test_results_page.py` fails when the page is stale.",
+           "([benchmarks/README.md](../benchmarks/README.md): which script answers which question); "
+           "each section shows its main figures. Do not edit by hand: a test fails when the page is stale.",
            ""]
     if demo := load("demo"):
         out += section_demo(demo)
